@@ -1,0 +1,179 @@
+/* conflux: topology-aware collective communication for host memory.
+ *
+ * The C API is NCCL-shaped: a communicator per group of ranks, collectives
+ * that take element counts, results as cfxResult_t values. No function here
+ * throws or aborts the process; failures return a code and
+ * cfxGetLastError(comm) says what failed (rank, peer, call, sequence).
+ */
+#ifndef CONFLUX_CONFLUX_H
+#define CONFLUX_CONFLUX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CFX_MAJOR 0
+#define CFX_MINOR 1
+#define CFX_PATCH 0
+/* Same encoding as NCCL_VERSION_CODE: major*10000 + minor*100 + patch. */
+#define CFX_VERSION_CODE (CFX_MAJOR * 10000 + CFX_MINOR * 100 + CFX_PATCH)
+
+/* Colour that excludes a rank from cfxCommSplit (it gets a NULL comm). */
+#define CFX_SPLIT_NOCOLOR (-1)
+
+typedef struct cfxComm* cfxComm_t;
+typedef struct cfxRequest* cfxRequest_t;
+
+#define CFX_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[CFX_UNIQUE_ID_BYTES];
+} cfxUniqueId;
+
+typedef enum {
+  cfxSuccess = 0,
+  cfxSystemError = 1,      /* an OS call failed (socket, mmap, ...) */
+  cfxInternalError = 2,    /* a bug in conflux */
+  cfxInvalidArgument = 3,  /* a bad value passed to the call */
+  cfxInvalidUsage = 4,     /* a valid value used wrongly (mismatched calls, state) */
+  cfxRemoteError = 5,      /* a peer failed, died or sent something wrong */
+  cfxTimeout = 6,          /* a deadline passed */
+  cfxInProgress = 7,       /* a nonblocking operation has not finished yet */
+  cfxAborted = 8,          /* the communicator was aborted */
+  cfxNumResults = 9
+} cfxResult_t;
+
+typedef enum {
+  cfxInt8 = 0,
+  cfxChar = 0,
+  cfxUint8 = 1,
+  cfxInt32 = 2,
+  cfxInt = 2,
+  cfxUint32 = 3,
+  cfxInt64 = 4,
+  cfxUint64 = 5,
+  cfxFloat16 = 6,
+  cfxHalf = 6,
+  cfxFloat32 = 7,
+  cfxFloat = 7,
+  cfxFloat64 = 8,
+  cfxDouble = 8,
+  cfxBfloat16 = 9,
+  cfxNumTypes = 10
+} cfxDataType_t;
+
+typedef enum {
+  cfxSum = 0,
+  cfxProd = 1,
+  cfxMax = 2,
+  cfxMin = 3,
+  cfxAvg = 4,
+  cfxNumOps = 5
+} cfxRedOp_t;
+
+/* ---- library and communicators ---------------------------------------- */
+cfxResult_t cfxGetVersion(int* version);
+cfxResult_t cfxGetUniqueId(cfxUniqueId* id);
+cfxResult_t cfxCommInitRank(cfxComm_t* comm, int nranks, cfxUniqueId id, int rank);
+/* Reads the launcher's environment: torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
+ * MASTER_ADDR, MASTER_PORT), Open MPI (OMPI_COMM_WORLD_*), MPICH/Hydra
+ * (PMI_RANK, PMI_SIZE), Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID).
+ * The rendezvous is CONFLUX_ROOT=host:port, else MASTER_ADDR:MASTER_PORT. */
+cfxResult_t cfxCommInitFromEnv(cfxComm_t* comm);
+cfxResult_t cfxCommSplit(cfxComm_t comm, int color, int key, cfxComm_t* newcomm);
+cfxResult_t cfxCommDestroy(cfxComm_t comm);
+cfxResult_t cfxCommAbort(cfxComm_t comm);
+cfxResult_t cfxCommCount(const cfxComm_t comm, int* count);
+cfxResult_t cfxCommUserRank(const cfxComm_t comm, int* rank);
+/* The first error the communicator hit outside a call's own return value
+ * (an asynchronous operation's failure, a dead peer): cfxSuccess if none. */
+cfxResult_t cfxCommGetAsyncError(cfxComm_t comm, cfxResult_t* asyncError);
+/* Per-communicator deadline for each operation, in milliseconds (0 = none).
+ * The default comes from CONFLUX_TIMEOUT (seconds). */
+cfxResult_t cfxCommSetTimeout(cfxComm_t comm, int64_t timeout_ms);
+
+const char* cfxGetErrorString(cfxResult_t result);
+/* Human-readable detail of the last failure on this communicator (or of the
+ * calling thread's last failure when comm is NULL). Never NULL. */
+const char* cfxGetLastError(cfxComm_t comm);
+
+/* ---- collectives ------------------------------------------------------- */
+cfxResult_t cfxAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                         cfxDataType_t datatype, cfxRedOp_t op, cfxComm_t comm);
+cfxResult_t cfxBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                         cfxDataType_t datatype, int root, cfxComm_t comm);
+cfxResult_t cfxReduce(const void* sendbuff, void* recvbuff, size_t count,
+                      cfxDataType_t datatype, cfxRedOp_t op, int root, cfxComm_t comm);
+cfxResult_t cfxAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                         cfxDataType_t datatype, cfxComm_t comm);
+cfxResult_t cfxReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                             cfxDataType_t datatype, cfxRedOp_t op, cfxComm_t comm);
+cfxResult_t cfxAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                        cfxDataType_t datatype, cfxComm_t comm);
+cfxResult_t cfxAlltoAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
+                         void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
+                         cfxDataType_t datatype, cfxComm_t comm);
+cfxResult_t cfxGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                      cfxDataType_t datatype, int root, cfxComm_t comm);
+cfxResult_t cfxScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                       cfxDataType_t datatype, int root, cfxComm_t comm);
+cfxResult_t cfxSend(const void* sendbuff, size_t count, cfxDataType_t datatype, int peer,
+                    cfxComm_t comm);
+cfxResult_t cfxRecv(void* recvbuff, size_t count, cfxDataType_t datatype, int peer,
+                    cfxComm_t comm);
+cfxResult_t cfxBarrier(cfxComm_t comm);
+
+/* Operations between GroupStart and GroupEnd are issued together at
+ * GroupEnd (per communicator, in call order), as in NCCL: a ring of
+ * Send/Recv pairs inside a group does not deadlock. Groups nest. */
+cfxResult_t cfxGroupStart(void);
+cfxResult_t cfxGroupEnd(void);
+
+/* ---- nonblocking forms ------------------------------------------------- *
+ * Each returns at once with a request; the operation runs in the
+ * communicator's progress thread, in issue order with every other operation
+ * on that communicator. Buffers must stay valid until the request completes.
+ * cfxTest sets *done and returns the operation's result once done (or
+ * cfxSuccess while it runs); cfxWait blocks until done. A request is freed
+ * by cfxRequestFree (after completion, or it waits first). */
+cfxResult_t cfxIallReduce(const void* sendbuff, void* recvbuff, size_t count,
+                          cfxDataType_t datatype, cfxRedOp_t op, cfxComm_t comm,
+                          cfxRequest_t* request);
+cfxResult_t cfxIbroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                          cfxDataType_t datatype, int root, cfxComm_t comm, cfxRequest_t* request);
+cfxResult_t cfxIreduce(const void* sendbuff, void* recvbuff, size_t count, cfxDataType_t datatype,
+                       cfxRedOp_t op, int root, cfxComm_t comm, cfxRequest_t* request);
+cfxResult_t cfxIallGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                          cfxDataType_t datatype, cfxComm_t comm, cfxRequest_t* request);
+cfxResult_t cfxIreduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                              cfxDataType_t datatype, cfxRedOp_t op, cfxComm_t comm,
+                              cfxRequest_t* request);
+cfxResult_t cfxIalltoAll(const void* sendbuff, void* recvbuff, size_t count,
+                         cfxDataType_t datatype, cfxComm_t comm, cfxRequest_t* request);
+cfxResult_t cfxIalltoAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
+                          void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
+                          cfxDataType_t datatype, cfxComm_t comm, cfxRequest_t* request);
+cfxResult_t cfxIgather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                       cfxDataType_t datatype, int root, cfxComm_t comm, cfxRequest_t* request);
+cfxResult_t cfxIscatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                        cfxDataType_t datatype, int root, cfxComm_t comm, cfxRequest_t* request);
+cfxResult_t cfxIsend(const void* sendbuff, size_t count, cfxDataType_t datatype, int peer,
+                     cfxComm_t comm, cfxRequest_t* request);
+cfxResult_t cfxIrecv(void* recvbuff, size_t count, cfxDataType_t datatype, int peer,
+                     cfxComm_t comm, cfxRequest_t* request);
+cfxResult_t cfxIbarrier(cfxComm_t comm, cfxRequest_t* request);
+cfxResult_t cfxTest(cfxRequest_t request, int* done);
+cfxResult_t cfxWait(cfxRequest_t request);
+cfxResult_t cfxRequestFree(cfxRequest_t request);
+
+/* ---- utilities --------------------------------------------------------- */
+/* Size in bytes of one element of datatype (0 for an invalid type). */
+size_t cfxTypeSize(cfxDataType_t datatype);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CONFLUX_CONFLUX_H */

@@ -1,0 +1,79 @@
+// Status: an error code plus a message that says what failed. Internal code
+// returns Status (or Result<T>); the C API turns it into cfxResult_t and
+// keeps the message for cfxGetLastError. No exception crosses the API.
+#pragma once
+
+#include <conflux/conflux.h>
+
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace conflux {
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;
+  Status(cfxResult_t code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status Ok() { return {}; }
+  bool ok() const { return code_ == cfxSuccess; }
+  cfxResult_t code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // Prepends context ("allreduce #12: ") so the outermost caller's message
+  // reads from the general to the specific.
+  Status& prepend(const std::string& context) {
+    if (!ok()) message_ = context + message_;
+    return *this;
+  }
+
+ private:
+  cfxResult_t code_ = cfxSuccess;
+  std::string message_;
+};
+
+Status invalid_argument(std::string message);
+Status invalid_usage(std::string message);
+Status system_error(std::string message, int err);  // appends strerror(err)
+Status remote_error(std::string message);
+Status timeout_error(std::string message);
+Status internal_error(std::string message);
+Status aborted_error(std::string message);
+
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT: implicit by design
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  const Status& status() const {
+    static const Status kOk;
+    return ok() ? kOk : std::get<Status>(v_);
+  }
+  T& value() & { return std::get<T>(v_); }
+  T&& value() && { return std::get<T>(std::move(v_)); }
+  const T& value() const& { return std::get<T>(v_); }
+  T* operator->() { return &value(); }
+  T& operator*() { return value(); }
+
+ private:
+  std::variant<T, Status> v_;
+};
+
+}  // namespace conflux
+
+#define CFX_RETURN_IF_ERROR(expr)             \
+  do {                                        \
+    ::conflux::Status cfx_status_ = (expr);   \
+    if (!cfx_status_.ok()) return cfx_status_; \
+  } while (0)
+
+#define CFX_CONCAT_INNER(a, b) a##b
+#define CFX_CONCAT(a, b) CFX_CONCAT_INNER(a, b)
+#define CFX_ASSIGN_OR_RETURN(lhs, expr) \
+  CFX_ASSIGN_OR_RETURN_IMPL(CFX_CONCAT(cfx_result_, __LINE__), lhs, expr)
+#define CFX_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                              \
+  if (!tmp.ok()) return tmp.status();             \
+  lhs = std::move(tmp).value()

@@ -1,0 +1,10 @@
+// Paths the tests need, fixed at configure time.
+#pragma once
+
+#include <string>
+
+namespace conflux::test {
+std::string source_dir();
+std::string topology_dir();  // ../shared/topologies beside the checkout
+std::string tool_path();     // the built `conflux` command
+}  // namespace conflux::test
