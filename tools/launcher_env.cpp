@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string_view>
 #include <utility>
@@ -19,7 +20,7 @@ namespace {
 // answers to "which rank am I" and the library could believe the wrong one.
 constexpr std::string_view kForeignRankVariables[] = {
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-    "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "PMIX_RANK",
+    "OMPI_COMM_WORLD_LOCAL_SIZE", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "PMIX_RANK",
     "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_LOCALID"};
 
 // A small name -> value list; the environment is ~100 entries, so linear
@@ -34,6 +35,10 @@ class EnvList {
       }
     }
     entries_.emplace_back(std::move(name), std::move(value));
+  }
+  bool Has(const std::string& name) const {
+    return std::any_of(entries_.begin(), entries_.end(),
+                       [&](const auto& entry) { return entry.first == name; });
   }
   std::vector<std::string> Strings() const {
     std::vector<std::string> out;
@@ -88,8 +93,14 @@ int FindFreePort(const std::string& addr, std::string* error) {
   return port;
 }
 
+std::string NewJobId() {
+  auto now = std::chrono::system_clock::now().time_since_epoch();
+  return "conflux-run-" + std::to_string(getpid()) + "-" +
+         std::to_string(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+}
+
 std::vector<std::string> RankEnvironment(char* const* base, const LaunchSpec& spec, int port,
-                                         int rank) {
+                                         const std::string& job_id, int rank) {
   EnvList env;
   for (char* const* entry = base; entry != nullptr && *entry != nullptr; ++entry) {
     std::string_view text(*entry);
@@ -109,6 +120,8 @@ std::vector<std::string> RankEnvironment(char* const* base, const LaunchSpec& sp
   bool ipv6_literal = spec.master_addr.find(':') != std::string::npos;
   env.Set("CONFLUX_ROOT", (ipv6_literal ? "[" + spec.master_addr + "]" : spec.master_addr) + ":" +
                               std::to_string(port));
+  // A job id the user chose (to tie jobs together, or from a scheduler) wins.
+  if (!env.Has("CONFLUX_JOB_ID")) env.Set("CONFLUX_JOB_ID", job_id);
   for (const auto& [name, value] : spec.extra_env) env.Set(name, value);
   return env.Strings();
 }

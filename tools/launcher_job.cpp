@@ -185,13 +185,14 @@ bool Job::Start(int port) {
   // A terminal cannot be read from outside its foreground process group (the
   // reader would be stopped by SIGTTIN), so only a redirected stdin is handed
   // to rank 0; everyone else reads /dev/null.
+  const std::string job_id = NewJobId();
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   bool stdin_usable = fcntl(STDIN_FILENO, F_GETFD) != -1 && !isatty(STDIN_FILENO);
   for (int r = 0; r < spec_.nprocs; ++r) {
     auto rank = std::make_unique<Rank>(r, spec_.prefix_output);
     int stdin_fd = (r == 0 && stdin_usable) ? STDIN_FILENO : devnull;
     SpawnedRank spawned =
-        SpawnRank(spec_.command, RankEnvironment(environ, spec_, port, r), stdin_fd);
+        SpawnRank(spec_.command, RankEnvironment(environ, spec_, port, job_id, r), stdin_fd);
     if (spawned.pid < 0) {
       Say("cannot start rank %d: %s", r, spawned.error.c_str());
       BeginStop(1);

@@ -77,6 +77,25 @@ for r in 0 1 2 3; do
     "$WORK/out" "environment of rank $r"
 done
 
+check "CONFLUX_JOB_ID is shared by the ranks of a job, new per job, and a user's value is kept"
+run_tool -n 3 sh -c 'echo "$CONFLUX_JOB_ID"'
+expect_rc 0 "$RC" "job id"
+job_ids=$(sed 's/^\[[0-9]\] //' "$WORK/out" | sort -u)
+[[ -n $job_ids && $(wc -l <<<"$job_ids") -eq 1 ]] || fail "ranks disagree on CONFLUX_JOB_ID: $job_ids"
+run_tool -n 1 sh -c 'echo "$CONFLUX_JOB_ID"'
+[[ $(cat "$WORK/out") != "[0] $job_ids" ]] || fail "two jobs got the same CONFLUX_JOB_ID"
+RC=0
+CONFLUX_JOB_ID=mine "$TOOL" run -n 2 sh -c 'echo "$CONFLUX_JOB_ID"' >"$WORK/out" 2>"$WORK/err" || RC=$?
+expect_rc 0 "$RC" "user job id"
+[[ $(grep -c '^\[[01]\] mine$' "$WORK/out") -eq 2 ]] || fail "user's CONFLUX_JOB_ID not kept"
+
+check "another launcher's rank variables in our environment do not reach the ranks"
+RC=0
+OMPI_COMM_WORLD_RANK=7 SLURM_PROCID=7 PMI_RANK=7 "$TOOL" run -n 1 \
+  sh -c 'echo "[${OMPI_COMM_WORLD_RANK:-}${SLURM_PROCID:-}${PMI_RANK:-}]"' >"$WORK/out" 2>"$WORK/err" || RC=$?
+expect_rc 0 "$RC" "foreign launcher variables"
+[[ $(cat "$WORK/out") == "[0] []" ]] || fail "foreign rank variables leaked to the ranks"
+
 check "--master-port and --master-addr are passed through"
 run_tool -n 2 --master-addr 127.0.0.1 --master-port 29517 sh -c 'echo "$MASTER_PORT $CONFLUX_ROOT"'
 expect_rc 0 "$RC" "fixed port"
