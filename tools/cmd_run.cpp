@@ -46,8 +46,9 @@ const conflux::tools::RegisterCommand kRun{
       // One value per -x: otherwise `-x A=1 prog` would swallow prog.
       app.add_option("-x,--env", *extra_env, "Extra environment variable NAME=VALUE (repeatable)")
           ->allow_extra_args(false);
-      app.add_flag("--no-prefix{false}", spec->prefix_output,
-                   "Do not prefix output lines with [rank]");
+      app.add_flag_callback(
+          "--no-prefix", [spec] { spec->prefix_output = false; },
+          "Do not prefix output lines with [rank]");
       app.add_option("--grace", spec->grace_seconds,
                      "Seconds between SIGTERM and SIGKILL when stopping ranks")
           ->check(CLI::NonNegativeNumber)
