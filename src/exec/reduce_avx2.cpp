@@ -59,25 +59,43 @@ struct F16 : F32Ops {
   }
 };
 
-struct BF16 : F32Ops {
+// bf16: 16 elements per step as two float registers. Widening interleaves zero words
+// below the bf16 words (unpacklo/hi), which puts each value in the top half of a 32-bit
+// lane at no shift cost; the lanes come out permuted ([0-3, 8-11] and [4-7, 12-15]),
+// which an element-wise op does not mind, and the lane-wise pack on store undoes it.
+struct BF16 {
   using Tag = Bf16;
+  struct Reg {
+    __m256 lo, hi;
+  };
+  static constexpr size_t kLanes = 16;
   CFX_AVX2 static Reg load(const uint16_t* p) {
-    const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    const __m256i zero = _mm256_setzero_si256();
+    return {_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, x)), _mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, x))};
   }
   // Same integer rounding as float_to_bf16: x + 0x7FFF + lsb, then the top 16 bits;
-  // NaN instead keeps its top bits with the quiet bit set.
-  CFX_AVX2 static void store(uint16_t* p, Reg r) {
+  // NaN instead keeps its top bits with the quiet bit set. Returns 32-bit lanes holding
+  // the bf16 bits.
+  CFX_AVX2 static __m256i narrow(__m256 r) {
     const __m256i x = _mm256_castps_si256(r);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
     const __m256i rounded = _mm256_add_epi32(_mm256_add_epi32(x, _mm256_set1_epi32(0x7FFF)), lsb);
     const __m256i quiet_nan = _mm256_or_si256(x, _mm256_set1_epi32(0x00400000));
     const __m256i is_nan = _mm256_castps_si256(_mm256_cmp_ps(r, r, _CMP_UNORD_Q));
-    const __m256i bits = _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet_nan, is_nan), 16);
-    // Values are < 2^16, so the saturating pack is a plain narrowing.
-    const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(bits), _mm256_extracti128_si256(bits, 1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), packed);
+    return _mm256_srli_epi32(_mm256_blendv_epi8(rounded, quiet_nan, is_nan), 16);
   }
+  CFX_AVX2 static void store(uint16_t* p, Reg r) {
+    // Values are < 2^16, so the saturating pack is a plain narrowing; it packs within
+    // 128-bit lanes, restoring the order that load() permuted.
+    const __m256i packed = _mm256_packus_epi32(narrow(r.lo), narrow(r.hi));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), packed);
+  }
+  CFX_AVX2 static Reg sum(Reg a, Reg b) { return {F32Ops::sum(a.lo, b.lo), F32Ops::sum(a.hi, b.hi)}; }
+  CFX_AVX2 static Reg prod(Reg a, Reg b) { return {F32Ops::prod(a.lo, b.lo), F32Ops::prod(a.hi, b.hi)}; }
+  CFX_AVX2 static Reg max(Reg a, Reg b) { return {F32Ops::max(a.lo, b.lo), F32Ops::max(a.hi, b.hi)}; }
+  CFX_AVX2 static Reg min(Reg a, Reg b) { return {F32Ops::min(a.lo, b.lo), F32Ops::min(a.hi, b.hi)}; }
+  CFX_AVX2 static Reg divide(Reg a, int n) { return {F32Ops::divide(a.lo, n), F32Ops::divide(a.hi, n)}; }
 };
 
 struct F64 {
