@@ -8,7 +8,8 @@
 // handle NaN, infinity, overflow and subnormals. NaN results are bit-for-bit what x86 F16C
 // (vcvtph2ps / vcvtps2ph) produces: the sign and the top payload bits are kept and the
 // quiet bit is set, so the portable path and the F16C path of the reduction kernels agree
-// exactly. They do not depend on the FPU rounding mode or on FTZ/DAZ.
+// exactly. They do not depend on FTZ/DAZ; float -> half assumes the default rounding mode
+// (round to nearest), which the library never changes.
 //
 // The *_n bulk functions use F16C when the CPU has it (checked once at runtime) and the
 // portable code otherwise.
@@ -20,54 +21,48 @@
 
 namespace conflux {
 
+// Both functions below are written without branches (every case computed, one picked by
+// selects) so the portable kernels' loops vectorise; the result is still exact.
+
 // half -> float, exact.
 inline float half_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exponent = (h >> 10) & 0x1Fu;
+  const uint32_t magnitude = h & 0x7FFFu;  // exponent and mantissa
   const uint32_t mantissa = h & 0x3FFu;
-  uint32_t bits;
-  if (exponent == 0x1F) {
-    // Infinity, or NaN made quiet (F16C quiets signalling NaNs on widening too).
-    bits = sign | 0x7F800000u | (mantissa << 13) | (mantissa != 0 ? 0x00400000u : 0u);
-  } else if (exponent != 0) {
-    bits = sign | ((exponent + (127 - 15)) << 23) | (mantissa << 13);  // rebias 15 -> 127
-  } else {
-    // Zero or subnormal: value = mantissa * 2^-24, exact in float (a normal float for
-    // mantissa != 0), so one exact multiply does the normalisation.
-    const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;
-    bits = sign | std::bit_cast<uint32_t>(magnitude);
-  }
-  return std::bit_cast<float>(bits);
+  // Normal: rebias the exponent 15 -> 127 (mantissa moves up with it).
+  const uint32_t normal = (magnitude << 13) + ((127u - 15u) << 23);
+  // Infinity, or NaN made quiet (F16C quiets signalling NaNs on widening too).
+  const uint32_t inf_nan = 0x7F800000u | (mantissa << 13) | (mantissa != 0 ? 0x00400000u : 0u);
+  // Zero or subnormal: value = mantissa * 2^-24, exact in float (a normal float for
+  // mantissa != 0), so one exact conversion and multiply do the normalisation.
+  const uint32_t subnormal = std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(mantissa)) * 0x1p-24f);
+  const uint32_t bits = magnitude >= 0x7C00u ? inf_nan : magnitude >= 0x0400u ? normal : subnormal;
+  return std::bit_cast<float>(sign | bits);
 }
 
 // float -> half, round to nearest even. Overflow (|x| >= 65520) gives infinity.
 inline uint16_t float_to_half(float f) {
   const uint32_t x = std::bit_cast<uint32_t>(f);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t ax = x & 0x7FFFFFFFu;
-  if (ax > 0x7F800000u)  // NaN: keep the top 10 payload bits, set the quiet bit
-    return static_cast<uint16_t>(sign | 0x7E00u | ((ax & 0x7FFFFFu) >> 13));
+  // NaN: keep the top 10 payload bits, set the quiet bit.
+  const uint32_t nan = 0x7E00u | ((ax & 0x7FFFFFu) >> 13);
+  // Normal half (>= 2^-14): rebias the exponent, then round the 13 dropped bits to
+  // nearest even. A carry out of the mantissa correctly bumps the exponent.
+  const uint32_t rebiased = ax - ((127u - 15u) << 23);
+  const uint32_t normal = (rebiased + 0xFFFu + ((rebiased >> 13) & 1u)) >> 13;
+  // Half subnormal range (< 2^-14): adding 0.5 puts the float ulp at 2^-24, the half
+  // subnormal step, so the FPU's round-to-nearest-even does the rounding; the bits above
+  // 0.5 are the half encoding (0x400 when it rounds up to the smallest normal). Float
+  // subnormal inputs give 0 with or without DAZ. Assumes the default rounding mode.
+  const uint32_t subnormal = std::bit_cast<uint32_t>(std::bit_cast<float>(ax) + 0.5f) - 0x3F000000u;
   // 65520 = 65504 (largest half) + half an ulp: the tie rounds to the even neighbour,
   // which is 2^16, i.e. infinity. Everything at or above it (and inf itself) is inf.
-  if (ax >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);
-  if (ax >= 0x38800000u) {
-    // Normal half (>= 2^-14): rebias the exponent, then round the 13 dropped bits to
-    // nearest even. A carry out of the mantissa correctly bumps the exponent.
-    const uint32_t rebiased = ax - ((127u - 15u) << 23);
-    const uint32_t rounded = rebiased + 0xFFFu + ((rebiased >> 13) & 1u);
-    return static_cast<uint16_t>(sign | (rounded >> 13));
-  }
-  // Half subnormal range: result = round(|x| * 2^24) as an integer in [0, 0x400]
-  // (0x400 is the smallest normal, which the encoding handles by itself).
-  const uint32_t exponent = ax >> 23;
-  if (exponent < 102) return sign;  // |x| < 2^-25: rounds to zero (also float subnormals)
-  const uint32_t significand = (ax & 0x7FFFFFu) | 0x800000u;  // |x| = sig * 2^(e-150)
-  const uint32_t shift = 126u - exponent;                     // 14..24
-  uint32_t q = significand >> shift;
-  const uint32_t rest = significand & ((1u << shift) - 1u);
-  const uint32_t halfway = 1u << (shift - 1u);
-  if (rest > halfway || (rest == halfway && (q & 1u))) ++q;
-  return static_cast<uint16_t>(sign | q);
+  const uint32_t bits = ax > 0x7F800000u   ? nan
+                        : ax >= 0x477FF000u ? 0x7C00u
+                        : ax >= 0x38800000u ? normal
+                                            : subnormal;
+  return static_cast<uint16_t>(sign | bits);
 }
 
 // bf16 -> float, exact (bf16 is the top half of a float).

@@ -1,0 +1,155 @@
+#include "bootstrap/bootstrap.h"
+
+#include "core/log.h"
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <thread>
+
+namespace conflux {
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x43465848;  // "CFXH"
+// A connection that has not finished its handshake within this time is
+// dropped, so a stalled or hostile client cannot hold up the others long.
+constexpr int64_t kHandshakeMs = 3000;
+
+struct RankHello {
+  uint32_t magic = kHelloMagic;
+  int32_t rank = -1;
+  int32_t nranks = 0;
+  uint32_t info_size = sizeof(RankInfo);
+  RankInfo info;
+};
+
+struct RootReply {
+  int32_t code = cfxSuccess;
+  int32_t nranks = 0;
+  char message[200] = {};
+};
+
+Status send_reply_error(const Socket& s, cfxResult_t code, const std::string& message) {
+  RootReply r;
+  r.code = code;
+  std::snprintf(r.message, sizeof r.message, "%s", message.c_str());
+  return s.send_all(&r, sizeof r, deadline_after_ms(kHandshakeMs));
+}
+
+void run_root(std::shared_ptr<Socket> listener, Secret secret, int64_t timeout_ms) {
+  Deadline deadline = deadline_after_ms(timeout_ms);
+  std::vector<Socket> conns;
+  std::vector<RankInfo> table;
+  int nranks = -1;
+  int arrived = 0;
+  while (nranks < 0 || arrived < nranks) {
+    SockAddr peer;
+    auto accepted = listener->accept_one(deadline, &peer);
+    if (!accepted.ok()) {
+      std::string missing;
+      for (int r = 0; r < nranks; ++r)
+        if (!conns[r].valid()) missing += (missing.empty() ? "" : ",") + std::to_string(r);
+      CFX_WARN(kBoot, "bootstrap root: %d of %d ranks arrived before the deadline; missing ranks: %s",
+               arrived, nranks, missing.empty() ? "(unknown)" : missing.c_str());
+      for (auto& c : conns)
+        if (c.valid()) (void)send_reply_error(c, cfxTimeout, "rendezvous timed out; missing ranks: " + missing);
+      return;
+    }
+    Socket s = std::move(accepted).value();
+    Deadline hs = std::min(deadline, deadline_after_ms(kHandshakeMs));
+    Status st = authenticate_as_server(s, secret, ConnKind::kRoot, hs);
+    if (!st.ok()) {
+      CFX_WARN(kBoot, "bootstrap root: dropped connection from %s: %s", peer.str().c_str(), st.message().c_str());
+      continue;
+    }
+    auto hello = std::make_unique<RankHello>();
+    st = s.recv_all(hello.get(), sizeof *hello, hs);
+    if (st.ok() && (hello->magic != kHelloMagic || hello->info_size != sizeof(RankInfo)))
+      st = remote_error("malformed hello (different conflux build?)");
+    if (!st.ok()) {
+      CFX_WARN(kBoot, "bootstrap root: dropped connection from %s: %s", peer.str().c_str(), st.message().c_str());
+      continue;
+    }
+    if (nranks < 0) {
+      if (hello->nranks < 1) {
+        (void)send_reply_error(s, cfxInvalidArgument, "nranks must be >= 1");
+        continue;
+      }
+      nranks = hello->nranks;
+      conns.resize(nranks);
+      table.resize(nranks);
+    }
+    std::string problem;
+    if (hello->nranks != nranks)
+      problem = "rank " + std::to_string(hello->rank) + " says nranks=" + std::to_string(hello->nranks) +
+                " but rank(s) before it said " + std::to_string(nranks);
+    else if (hello->rank < 0 || hello->rank >= nranks)
+      problem = "rank " + std::to_string(hello->rank) + " out of range for nranks=" + std::to_string(nranks);
+    else if (conns[hello->rank].valid())
+      problem = "rank " + std::to_string(hello->rank) + " joined twice";
+    if (!problem.empty()) {
+      CFX_WARN(kBoot, "bootstrap root: %s", problem.c_str());
+      (void)send_reply_error(s, cfxInvalidUsage, problem);
+      continue;
+    }
+    table[hello->rank] = hello->info;
+    conns[hello->rank] = std::move(s);
+    ++arrived;
+  }
+  RootReply ok;
+  ok.nranks = nranks;
+  for (int r = 0; r < nranks; ++r) {
+    Deadline d = deadline_after_ms(kHandshakeMs);
+    Status st = conns[r].send_all(&ok, sizeof ok, d);
+    if (st.ok()) st = conns[r].send_all(table.data(), table.size() * sizeof(RankInfo), d);
+    if (!st.ok()) CFX_WARN(kBoot, "bootstrap root: could not send the table to rank %d: %s", r, st.message().c_str());
+  }
+  CFX_INFO(kBoot, "bootstrap root: %d ranks joined", nranks);
+}
+
+}  // namespace
+
+Result<UniqueIdData> start_bootstrap_root(const SockAddr& bind_addr, const Secret& secret,
+                                          uint64_t comm_id, int64_t timeout_ms) {
+  CFX_ASSIGN_OR_RETURN(Socket listener, Socket::listen_on(bind_addr));
+  CFX_ASSIGN_OR_RETURN(SockAddr actual, listener.local_addr());
+  UniqueIdData id;
+  id.root = actual;
+  id.secret = secret;
+  id.comm_id = comm_id;
+  auto shared = std::make_shared<Socket>(std::move(listener));
+  std::thread(run_root, shared, secret, timeout_ms).detach();
+  CFX_INFO(kBoot, "bootstrap root listening on %s", actual.str().c_str());
+  return id;
+}
+
+Result<std::vector<RankInfo>> bootstrap_exchange(const UniqueIdData& id, int rank, int nranks,
+                                                 const RankInfo& mine, Deadline deadline) {
+  auto where = [&] { return "rendezvous with root " + id.root.str() + ": "; };
+  auto connected = Socket::connect_to(id.root, deadline);
+  if (!connected.ok()) return Status(connected.status()).prepend(where());
+  Socket s = std::move(connected).value();
+  Status st = authenticate_as_client(s, id.secret, ConnKind::kRoot, deadline);
+  if (!st.ok()) return st.prepend(where());
+  auto hello = std::make_unique<RankHello>();
+  hello->rank = rank;
+  hello->nranks = nranks;
+  hello->info = mine;
+  CFX_RETURN_IF_ERROR(s.send_all(hello.get(), sizeof *hello, deadline).prepend(where()));
+  RootReply reply;
+  st = s.recv_all(&reply, sizeof reply, deadline);
+  if (st.code() == cfxTimeout) return timeout_error(where() + "not every rank arrived before the deadline");
+  if (!st.ok()) return st.prepend(where());
+  if (reply.code != cfxSuccess) {
+    reply.message[sizeof reply.message - 1] = '\0';
+    return Status(static_cast<cfxResult_t>(reply.code), where() + reply.message);
+  }
+  if (reply.nranks != nranks) return internal_error(where() + "table size differs from nranks");
+  std::vector<RankInfo> table(nranks);
+  CFX_RETURN_IF_ERROR(s.recv_all(table.data(), table.size() * sizeof(RankInfo), deadline).prepend(where()));
+  for (int r = 0; r < nranks; ++r)
+    if (table[r].rank != r) return remote_error(where() + "table entry " + std::to_string(r) + " is corrupt");
+  return table;
+}
+
+}  // namespace conflux

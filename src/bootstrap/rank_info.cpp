@@ -1,0 +1,50 @@
+#include "bootstrap/rank_info.h"
+
+#include "core/config.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace conflux {
+namespace {
+uint64_t fnv1a64(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+}  // namespace
+
+uint64_t local_host_hash(std::string* name_out) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::string identity;
+  if (!config().hostid.empty()) {
+    identity = "hostid:" + config().hostid;
+    if (name_out) *name_out = config().hostid;
+  } else {
+    std::string boot_id;
+    std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
+    identity = std::string(host) + "/" + boot_id;
+    if (name_out) *name_out = host;
+  }
+  return fnv1a64(identity);
+}
+
+uint64_t process_start_time(int pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return 0;
+  // Field 22 (starttime) follows the command name, which may hold spaces: skip past ')'.
+  size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(line.substr(close + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && rest >> field; ++i) {
+    if (i == 22) return std::stoull(field);
+  }
+  return 0;
+}
+
+}  // namespace conflux

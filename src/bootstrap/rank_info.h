@@ -1,0 +1,30 @@
+// What each rank tells every other at init (fixed layout: it travels raw
+// over the bootstrap connection between processes of the same build).
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <string>
+
+namespace conflux {
+
+struct RankInfo {
+  int32_t rank = -1;
+  int32_t pid = 0;
+  uint64_t host_hash = 0;        // equal on ranks that share memory (CONFLUX_HOSTID overrides)
+  char hostname[64] = {};
+  int32_t numa_node = -1;        // -1 unknown
+  uint32_t listen_len = 0;
+  sockaddr_storage listen_addr{};  // where this rank accepts TCP peer connections
+  char nic[32] = {};              // the network interface it listens on
+  char shm_name[48] = {};         // its shared-memory segment, for same-host peers
+  uint64_t shm_bytes = 0;
+  uint64_t pid_start_time = 0;    // with pid, identifies the process (pids get reused)
+};
+
+// This host's identity: CONFLUX_HOSTID when set, else hostname + boot id.
+uint64_t local_host_hash(std::string* name_out = nullptr);
+uint64_t process_start_time(int pid);  // from /proc/<pid>/stat; 0 if unknown
+
+}  // namespace conflux

@@ -1,0 +1,102 @@
+// The communicator: this rank's view of a group of ranks, its links to every
+// peer, and the machinery that runs operations on them in issue order
+// (inline for blocking calls, on a progress thread for nonblocking ones).
+#pragma once
+
+#include "bootstrap/rank_info.h"
+#include "bootstrap/socket.h"
+#include "bootstrap/unique_id.h"
+#include "core/op.h"
+#include "core/status.h"
+#include "transport/shm/shm_segment.h"
+#include "transport/shm/shm_waiter.h"
+#include "transport/transport.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+struct cfxRequest {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  conflux::Status status;
+  std::vector<conflux::OpDesc> ops;  // one op, or a whole group
+};
+
+struct cfxComm {
+ public:
+  static conflux::Result<std::unique_ptr<cfxComm>> create(int nranks, int rank, const conflux::UniqueIdData& id);
+  ~cfxComm();
+
+  int rank() const { return rank_; }
+  int nranks() const { return nranks_; }
+  const std::vector<conflux::RankInfo>& peers() const { return table_; }
+  const std::vector<int>& ring() const { return ring_; }
+  const conflux::UniqueIdData& id() const { return id_; }
+  std::string link_kind(int peer) const;
+
+  // Runs ops (one, or a group) in order; blocking.
+  conflux::Status run(std::vector<conflux::OpDesc> ops);
+  // Queues ops on the progress thread; the request completes when they have run.
+  cfxRequest* submit(std::vector<conflux::OpDesc> ops);
+
+  void abort();
+  bool aborted() const { return abort_.load(); }
+  void set_timeout_ms(int64_t ms) { timeout_ms_.store(ms); }
+  cfxResult_t async_error() const { return async_error_.load(); }
+
+  void set_last_error(const std::string& message);
+  std::string last_error() const;
+
+ private:
+  cfxComm() = default;
+  conflux::Status init(int nranks, int rank, const conflux::UniqueIdData& id);
+  conflux::Status connect_tcp_peers(const conflux::Socket& listener, const std::vector<bool>& tcp_peer,
+                                    conflux::Deadline deadline);
+  conflux::Status open_shm_peers(const std::vector<bool>& shm_peer);
+  void build_ring();
+  void log_init_summary() const;
+
+  conflux::Status run_locked(std::vector<conflux::OpDesc>& ops);
+  conflux::Status run_collective(const conflux::OpDesc& op);
+  conflux::Status run_p2p_batch(const std::vector<const conflux::OpDesc*>& ops);
+  uint8_t* scratch(size_t bytes);
+  void worker_loop();
+
+  int rank_ = 0;
+  int nranks_ = 1;
+  conflux::UniqueIdData id_;
+  std::vector<conflux::RankInfo> table_;
+  std::vector<int> ring_;
+  std::vector<std::unique_ptr<conflux::Link>> links_;  // by peer; null for self
+  std::vector<conflux::Link*> link_ptrs_;
+  conflux::ShmSegment my_segment_;
+  std::vector<conflux::ShmSegment> peer_segments_;  // by peer; empty if not shm
+  std::unique_ptr<conflux::ShmWaiter> shm_waiter_;
+  std::vector<uint8_t> scratch_;
+
+  uint32_t coll_seq_ = 0;
+  std::vector<uint32_t> p2p_send_seq_, p2p_recv_seq_;
+
+  std::atomic<bool> abort_{false};
+  std::atomic<int64_t> timeout_ms_{0};
+  std::atomic<cfxResult_t> async_error_{cfxSuccess};
+  conflux::Status broken_;  // first fatal error; later calls fail with it
+
+  std::mutex exec_mutex_;  // one operation runs at a time
+  mutable std::mutex error_mutex_;
+  std::string last_error_;
+
+  std::mutex queue_mutex_;
+  std::condition_variable queue_cv_;
+  std::deque<cfxRequest*> queue_;
+  bool worker_busy_ = false;
+  bool stopping_ = false;
+  std::thread worker_;
+};

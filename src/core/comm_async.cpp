@@ -1,0 +1,49 @@
+// Nonblocking operations: a per-communicator progress thread, started on
+// first use, runs queued requests in issue order.
+#include "core/comm.h"
+#include "core/log.h"
+
+using namespace conflux;
+
+cfxRequest* cfxComm::submit(std::vector<OpDesc> ops) {
+  auto* req = new cfxRequest();
+  req->ops = std::move(ops);
+  {
+    std::lock_guard lock(queue_mutex_);
+    queue_.push_back(req);
+    if (!worker_.joinable()) worker_ = std::thread([this] { worker_loop(); });
+  }
+  queue_cv_.notify_one();
+  return req;
+}
+
+void cfxComm::worker_loop() {
+  log::set_thread_rank(rank_);
+  for (;;) {
+    cfxRequest* req = nullptr;
+    {
+      std::unique_lock lock(queue_mutex_);
+      queue_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      req = queue_.front();
+      queue_.pop_front();
+      worker_busy_ = true;
+    }
+    Status st;
+    {
+      std::lock_guard exec(exec_mutex_);
+      st = run_locked(req->ops);
+      if (!st.ok()) set_last_error(st.message());
+    }
+    {
+      std::lock_guard lock(queue_mutex_);
+      worker_busy_ = !queue_.empty();
+    }
+    {
+      std::lock_guard rl(req->mutex);
+      req->status = st;
+      req->done = true;
+    }
+    req->cv.notify_all();
+  }
+}

@@ -1,0 +1,233 @@
+// Communicator set-up: rendezvous, then one link per peer (shared memory on
+// the same host, TCP otherwise), then a barrier over the new links.
+#include "algo/algorithms.h"
+#include "bootstrap/auth.h"
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/interfaces.h"
+#include "core/comm.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "exec/executor.h"
+#include "transport/shm/shm_link.h"
+#include "transport/tcp/tcp_link.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+using namespace conflux;
+
+namespace {
+
+constexpr int64_t kPeerHandshakeMs = 5000;
+
+struct PeerHello {
+  uint64_t comm_id;
+  int32_t rank;
+  int32_t reserved;
+};
+
+int open_pidfd(int pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  return -1;
+#endif
+}
+
+}  // namespace
+
+Result<std::unique_ptr<cfxComm>> cfxComm::create(int nranks, int rank, const UniqueIdData& id) {
+  std::unique_ptr<cfxComm> comm(new cfxComm());
+  Status st = comm->init(nranks, rank, id);
+  if (!st.ok()) return st.prepend("rank " + std::to_string(rank) + ": init: ");
+  return comm;
+}
+
+Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
+  const Config& cfg = config();
+  rank_ = rank;
+  nranks_ = nranks;
+  id_ = id;
+  timeout_ms_ = cfg.timeout_ms;
+  log::set_thread_rank(rank);
+  Deadline deadline = deadline_after_ms(cfg.init_timeout_ms);
+
+  CFX_ASSIGN_OR_RETURN(NetInterface nic, choose_interface(cfg.socket_ifname, &id.root));
+  CFX_ASSIGN_OR_RETURN(Socket listener, Socket::listen_on(nic.addr));
+  CFX_ASSIGN_OR_RETURN(SockAddr listen_addr, listener.local_addr());
+
+  RankInfo mine;
+  mine.rank = rank;
+  mine.pid = static_cast<int32_t>(getpid());
+  mine.pid_start_time = process_start_time(mine.pid);
+  std::string hostname;
+  mine.host_hash = local_host_hash(&hostname);
+  std::snprintf(mine.hostname, sizeof mine.hostname, "%s", hostname.c_str());
+  std::memcpy(&mine.listen_addr, &listen_addr.storage, sizeof listen_addr.storage);
+  mine.listen_len = listen_addr.len;
+  std::snprintf(mine.nic, sizeof mine.nic, "%s", nic.name.c_str());
+
+  const bool shm_allowed = cfg.transport != TransportChoice::kTcp && nranks > 1;
+  if (shm_allowed) {
+    ShmSegment::Layout layout{nranks, cfg.shm_slots, cfg.shm_slot_bytes};
+    char name[48];
+    std::snprintf(name, sizeof name, "/cfx-%016llx-%d-%d", static_cast<unsigned long long>(id.comm_id), rank,
+                  mine.pid);
+    CFX_ASSIGN_OR_RETURN(my_segment_, ShmSegment::create(name, layout));
+    std::snprintf(mine.shm_name, sizeof mine.shm_name, "%s", name);
+    mine.shm_bytes = layout.total_bytes();
+    shm_waiter_ = std::make_unique<ShmWaiter>(my_segment_.doorbell());
+  }
+
+  CFX_ASSIGN_OR_RETURN(table_, bootstrap_exchange(id, rank, nranks, mine, deadline));
+
+  links_.resize(nranks);
+  peer_segments_.resize(nranks);
+  std::vector<bool> use_shm(nranks, false), use_tcp(nranks, false);
+  for (int p = 0; p < nranks; ++p) {
+    if (p == rank) continue;
+    bool same_host = table_[p].host_hash == mine.host_hash;
+    if (shm_allowed && same_host && table_[p].shm_bytes > 0) {
+      use_shm[p] = true;
+    } else if (cfg.transport == TransportChoice::kShm) {
+      return invalid_usage("CONFLUX_TRANSPORT=shm but rank " + std::to_string(p) + " is on another host (" +
+                           table_[p].hostname + ")");
+    } else {
+      use_tcp[p] = true;
+    }
+  }
+  CFX_RETURN_IF_ERROR(open_shm_peers(use_shm));
+  CFX_RETURN_IF_ERROR(connect_tcp_peers(listener, use_tcp, deadline));
+  if (std::none_of(use_shm.begin(), use_shm.end(), [](bool b) { return b; })) shm_waiter_.reset();
+  link_ptrs_.resize(nranks);
+  for (int p = 0; p < nranks; ++p) link_ptrs_[p] = links_[p].get();
+  p2p_send_seq_.assign(nranks, 0);
+  p2p_recv_seq_.assign(nranks, 0);
+  build_ring();
+
+  // Everyone has opened everyone's segment once this barrier passes, so the
+  // names can go: nothing is left in /dev/shm if a process dies later.
+  OpDesc barrier;
+  barrier.coll = Coll::kBarrier;
+  std::vector<OpDesc> ops{barrier};
+  int64_t saved = timeout_ms_.exchange(cfg.init_timeout_ms);
+  Status st = run(ops);
+  timeout_ms_ = saved;
+  coll_seq_ = 0;
+  CFX_RETURN_IF_ERROR(st);
+  my_segment_.unlink();
+  log_init_summary();
+  return Status::Ok();
+}
+
+Status cfxComm::open_shm_peers(const std::vector<bool>& shm_peer) {
+  for (int p = 0; p < nranks_; ++p) {
+    if (!shm_peer[p]) continue;
+    CFX_ASSIGN_OR_RETURN(peer_segments_[p], ShmSegment::open(table_[p].shm_name, table_[p].shm_bytes));
+    int pidfd = open_pidfd(table_[p].pid);
+    links_[p] = std::make_unique<ShmLink>(my_segment_, peer_segments_[p], rank_, p, table_[p].pid, pidfd);
+  }
+  return Status::Ok();
+}
+
+Status cfxComm::connect_tcp_peers(const Socket& listener, const std::vector<bool>& tcp_peer, Deadline deadline) {
+  const Config& cfg = config();
+  // Lower ranks accept, higher ranks connect: connections only go downward,
+  // so the chain of waits always ends at rank 0 and cannot cycle.
+  int expected_accepts = 0;
+  for (int p = 0; p < nranks_; ++p) {
+    if (!tcp_peer[p]) continue;
+    if (p > rank_) {
+      ++expected_accepts;
+      continue;
+    }
+    SockAddr addr;
+    std::memcpy(&addr.storage, &table_[p].listen_addr, sizeof addr.storage);
+    addr.len = table_[p].listen_len;
+    auto where = [&] { return "connecting to rank " + std::to_string(p) + " at " + addr.str() + ": "; };
+    auto s = Socket::connect_to(addr, deadline);
+    if (!s.ok()) return Status(s.status()).prepend(where());
+    CFX_RETURN_IF_ERROR(authenticate_as_client(*s, id_.secret, ConnKind::kPeer, deadline).prepend(where()));
+    PeerHello hello{id_.comm_id, rank_, 0};
+    CFX_RETURN_IF_ERROR(s->send_all(&hello, sizeof hello, deadline).prepend(where()));
+    s->tune_for_bulk(cfg.tcp_buffer_bytes);
+    links_[p] = std::make_unique<TcpLink>(std::move(s).value(), p, 256 * 1024);
+  }
+  while (expected_accepts > 0) {
+    SockAddr from;
+    auto s = listener.accept_one(deadline, &from);
+    if (!s.ok()) {
+      std::string missing;
+      for (int p = rank_ + 1; p < nranks_; ++p)
+        if (tcp_peer[p] && !links_[p]) missing += (missing.empty() ? "" : ",") + std::to_string(p);
+      return timeout_error("waiting for TCP connections from ranks " + missing);
+    }
+    Deadline hs = std::min(deadline, deadline_after_ms(kPeerHandshakeMs));
+    Status st = authenticate_as_server(*s, id_.secret, ConnKind::kPeer, hs);
+    PeerHello hello{};
+    if (st.ok()) st = s->recv_all(&hello, sizeof hello, hs);
+    if (st.ok() && hello.comm_id != id_.comm_id) st = remote_error("connection is for another communicator");
+    if (st.ok() && (hello.rank <= rank_ || hello.rank >= nranks_ || !tcp_peer[hello.rank] || links_[hello.rank]))
+      st = remote_error("unexpected rank " + std::to_string(hello.rank));
+    if (!st.ok()) {
+      CFX_WARN(kNet, "dropped connection from %s: %s", from.str().c_str(), st.message().c_str());
+      continue;
+    }
+    s->tune_for_bulk(cfg.tcp_buffer_bytes);
+    links_[hello.rank] = std::make_unique<TcpLink>(std::move(s).value(), hello.rank, 256 * 1024);
+    --expected_accepts;
+  }
+  return Status::Ok();
+}
+
+void cfxComm::build_ring() {
+  // Ranks of one host stay contiguous, hosts in order of their lowest rank:
+  // a ring then crosses each inter-host link once in each direction.
+  std::map<uint64_t, int> host_order;
+  for (int r = 0; r < nranks_; ++r) host_order.emplace(table_[r].host_hash, static_cast<int>(host_order.size()));
+  std::vector<int> first_rank(host_order.size(), nranks_);
+  for (int r = 0; r < nranks_; ++r) {
+    int& f = first_rank[host_order[table_[r].host_hash]];
+    f = std::min(f, r);
+  }
+  ring_.resize(nranks_);
+  for (int r = 0; r < nranks_; ++r) ring_[r] = r;
+  std::stable_sort(ring_.begin(), ring_.end(), [&](int a, int b) {
+    return first_rank[host_order[table_[a].host_hash]] < first_rank[host_order[table_[b].host_hash]];
+  });
+}
+
+std::string cfxComm::link_kind(int peer) const {
+  if (peer == rank_) return "self";
+  return links_[peer] ? links_[peer]->kind() : "none";
+}
+
+void cfxComm::log_init_summary() const {
+  if (!log::enabled(log::Level::kInfo, log::kInit)) return;
+  if (rank_ == 0) {
+    CFX_INFO(kInit, "conflux %d.%d.%d: communicator %016llx with %d ranks", CFX_MAJOR, CFX_MINOR, CFX_PATCH,
+             static_cast<unsigned long long>(id_.comm_id), nranks_);
+    for (int r = 0; r < nranks_; ++r)
+      CFX_INFO(kInit, "rank %d: host %s pid %d nic %s", r, table_[r].hostname, table_[r].pid, table_[r].nic);
+    std::string ring;
+    for (int r : ring_) ring += (ring.empty() ? "" : " -> ") + std::to_string(r);
+    CFX_INFO(kInit, "ring order: %s", ring.c_str());
+  }
+  std::string links;
+  for (int p = 0; p < nranks_; ++p)
+    if (p != rank_) links += (links.empty() ? "" : ", ") + std::to_string(p) + ":" + link_kind(p);
+  CFX_INFO(kInit, "transport per peer: %s", links.empty() ? "(none)" : links.c_str());
+}
+
+cfxComm::~cfxComm() {
+  {
+    std::lock_guard lock(queue_mutex_);
+    stopping_ = true;
+  }
+  queue_cv_.notify_all();
+  if (worker_.joinable()) worker_.join();
+}

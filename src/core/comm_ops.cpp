@@ -1,0 +1,233 @@
+// Running operations: choose the schedule, bind buffers, execute, finish
+// (Avg's divide), and turn failures into errors that name the call.
+#include "algo/algorithms.h"
+#include "core/comm.h"
+#include "core/config.h"
+#include "core/log.h"
+#include "exec/executor.h"
+#include "exec/reduce.h"
+
+using namespace conflux;
+
+namespace {
+
+algo::Schedule build_schedule(const algo::CollArgs& a) {
+  switch (a.coll) {
+    case Coll::kAllReduce: return algo::ring_allreduce(a);
+    case Coll::kAllGather: return algo::ring_allgather(a);
+    case Coll::kReduceScatter: return algo::ring_reducescatter(a);
+    case Coll::kBroadcast: return algo::chain_broadcast(a);
+    case Coll::kReduce: return algo::chain_reduce(a);
+    case Coll::kAlltoAll:
+    case Coll::kAlltoAllv: return algo::pairwise_alltoall(a);
+    case Coll::kGather: return algo::direct_gather(a);
+    case Coll::kScatter: return algo::direct_scatter(a);
+    case Coll::kBarrier: return algo::dissemination_barrier(a);
+    default: return algo::point_to_point(a);
+  }
+}
+
+// Where the result of a reduction lands on this rank, for Avg's divide.
+size_t reduced_elements(const OpDesc& op, int rank) {
+  switch (op.coll) {
+    case Coll::kAllReduce: return op.count;
+    case Coll::kReduceScatter: return op.count;
+    case Coll::kReduce: return rank == op.root ? op.count : 0;
+    default: return 0;
+  }
+}
+
+bool is_in_place(const OpDesc& op, int rank, int nranks) {
+  size_t elem = datatype_size(op.dtype);
+  auto* send = static_cast<const uint8_t*>(op.sendbuf);
+  auto* recv = static_cast<const uint8_t*>(op.recvbuf);
+  switch (op.coll) {
+    case Coll::kAllGather: return send == recv + static_cast<size_t>(rank) * op.count * elem;
+    case Coll::kReduceScatter: return recv == send + static_cast<size_t>(rank) * op.count * elem;
+    case Coll::kGather: return rank == op.root && send == recv + static_cast<size_t>(rank) * op.count * elem;
+    case Coll::kScatter: return rank == op.root && recv == send + static_cast<size_t>(rank) * op.count * elem;
+    default: (void)nranks; return send == recv;
+  }
+}
+
+}  // namespace
+
+void cfxComm::set_last_error(const std::string& message) {
+  std::lock_guard lock(error_mutex_);
+  last_error_ = message;
+}
+
+std::string cfxComm::last_error() const {
+  std::lock_guard lock(error_mutex_);
+  return last_error_;
+}
+
+uint8_t* cfxComm::scratch(size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+Status cfxComm::run(std::vector<OpDesc> ops) {
+  // Keep issue order with queued nonblocking operations: if any are pending,
+  // this call queues behind them.
+  {
+    std::unique_lock lock(queue_mutex_);
+    if (!queue_.empty() || worker_busy_) {
+      lock.unlock();
+      cfxRequest* req = submit(std::move(ops));
+      std::unique_lock rl(req->mutex);
+      req->cv.wait(rl, [&] { return req->done; });
+      Status st = req->status;
+      rl.unlock();
+      delete req;
+      return st;
+    }
+  }
+  std::lock_guard lock(exec_mutex_);
+  return run_locked(ops);
+}
+
+Status cfxComm::run_locked(std::vector<OpDesc>& ops) {
+  if (abort_) return aborted_error("communicator was aborted");
+  if (!broken_.ok()) return Status(broken_.code(), "communicator is unusable after an earlier error: " + broken_.message());
+  Status st;
+  for (size_t i = 0; i < ops.size() && st.ok();) {
+    if (!ops[i].is_p2p()) {
+      st = run_collective(ops[i]);
+      ++i;
+      continue;
+    }
+    // Consecutive point-to-point operations run as one schedule, so a ring
+    // of Send/Recv pairs in a group cannot deadlock.
+    std::vector<const OpDesc*> batch;
+    while (i < ops.size() && ops[i].is_p2p()) batch.push_back(&ops[i++]);
+    st = run_p2p_batch(batch);
+  }
+  if (!st.ok()) {
+    st.prepend("rank " + std::to_string(rank_) + ": ");
+    // Failures after messages moved leave links in an unknown state.
+    if (st.code() != cfxInvalidArgument) {
+      broken_ = st;
+      cfxResult_t none = cfxSuccess;
+      async_error_.compare_exchange_strong(none, st.code());
+    }
+    CFX_WARN(kColl, "%s", st.message().c_str());
+  }
+  return st;
+}
+
+Status cfxComm::run_collective(const OpDesc& op) {
+  const Config& cfg = config();
+  algo::CollArgs a;
+  a.coll = op.coll;
+  a.nranks = nranks_;
+  a.rank = rank_;
+  a.count = op.count;
+  a.elem = datatype_size(op.dtype);
+  a.root = op.root;
+  a.in_place = is_in_place(op, rank_, nranks_);
+  a.chunk_bytes = cfg.chunk_bytes;
+  a.ring = ring_;
+  if (op.coll == Coll::kAlltoAllv) {
+    a.sendcounts = op.sendcounts.data();
+    a.sdispls = op.sdispls.data();
+    a.recvcounts = op.recvcounts.data();
+    a.rdispls = op.rdispls.data();
+  }
+  algo::Schedule sched = build_schedule(a);
+
+  OpSig sig;
+  sig.seq = ++coll_seq_;
+  sig.coll = static_cast<uint8_t>(op.coll);
+  sig.dtype = static_cast<uint8_t>(op.dtype);
+  sig.op = static_cast<uint8_t>(op.op);
+  sig.root = op.root;
+  sig.count = op.coll == Coll::kAlltoAllv ? 0 : op.count;
+  if (op.coll == Coll::kBarrier) sig.dtype = sig.op = 0, sig.root = -1, sig.count = 0;
+
+  ExecContext ctx;
+  ctx.links = link_ptrs_;
+  ctx.buffers = {const_cast<uint8_t*>(static_cast<const uint8_t*>(op.sendbuf)), static_cast<uint8_t*>(op.recvbuf),
+                 scratch(sched.scratch_bytes)};
+  ctx.sigs = {sig};
+  ctx.reduce = reduce_fn(op.dtype, op.op);
+  ctx.elem_size = a.elem;
+  ctx.deadline = deadline_after_ms(timeout_ms_.load());
+  ctx.abort = &abort_;
+  ctx.shm_waiter = shm_waiter_.get();
+  ctx.spin_iterations = cfg.spin_iterations;
+  ctx.rank = rank_;
+  CFX_TRACE(kColl, "%s: %s, %zu steps", describe(sig).c_str(), sched.algorithm.c_str(), sched.steps.size());
+  Status st = execute(sched, ctx);
+  if (!st.ok()) return st.prepend(describe(sig) + " [" + sched.algorithm + "]: ");
+  if (op.op == cfxAvg) {
+    size_t n = reduced_elements(op, rank_);
+    if (n > 0) finalize_avg(op.recvbuf, n, op.dtype, nranks_);
+  }
+  return Status::Ok();
+}
+
+Status cfxComm::run_p2p_batch(const std::vector<const OpDesc*>& ops) {
+  algo::Schedule sched;
+  sched.algorithm = "p2p";
+  ExecContext ctx;
+  ctx.links = link_ptrs_;
+  ctx.buffers = {nullptr, nullptr, nullptr};
+  std::vector<const OpDesc*> self_sends, self_recvs;
+  for (const OpDesc* op : ops) {
+    size_t bytes = op->count * datatype_size(op->dtype);
+    if (op->peer == rank_) {
+      (op->coll == Coll::kSend ? self_sends : self_recvs).push_back(op);
+      continue;
+    }
+    OpSig sig;
+    sig.coll = static_cast<uint8_t>(Coll::kSend);
+    sig.dtype = static_cast<uint8_t>(op->dtype);
+    sig.count = op->count;
+    sig.root = -1;
+    auto buf = static_cast<uint16_t>(ctx.buffers.size());
+    algo::Step step;
+    step.peer = op->peer;
+    step.sig = static_cast<uint16_t>(ctx.sigs.size());
+    if (op->coll == Coll::kSend) {
+      sig.seq = ++p2p_send_seq_[op->peer];
+      ctx.buffers.push_back(const_cast<uint8_t*>(static_cast<const uint8_t*>(op->sendbuf)));
+      step.kind = algo::StepKind::kSend;
+      step.src = {buf, 0, bytes};
+    } else {
+      sig.seq = ++p2p_recv_seq_[op->peer];
+      ctx.buffers.push_back(static_cast<uint8_t*>(op->recvbuf));
+      step.kind = algo::StepKind::kRecv;
+      step.dst = {buf, 0, bytes};
+    }
+    ctx.sigs.push_back(sig);
+    sched.add(step);
+  }
+  if (self_sends.size() != self_recvs.size())
+    return invalid_usage("a send to self needs a matching receive from self in the same group (" +
+                         std::to_string(self_sends.size()) + " sends, " + std::to_string(self_recvs.size()) +
+                         " receives)");
+  for (size_t i = 0; i < self_sends.size(); ++i) {
+    const OpDesc* s = self_sends[i];
+    const OpDesc* r = self_recvs[i];
+    size_t sb = s->count * datatype_size(s->dtype), rb = r->count * datatype_size(r->dtype);
+    if (sb != rb)
+      return invalid_usage("send to self of " + std::to_string(sb) + " bytes matched with a receive of " +
+                           std::to_string(rb) + " bytes");
+    auto src = static_cast<uint16_t>(ctx.buffers.size());
+    ctx.buffers.push_back(const_cast<uint8_t*>(static_cast<const uint8_t*>(s->sendbuf)));
+    ctx.buffers.push_back(static_cast<uint8_t*>(r->recvbuf));
+    sched.copy({src, 0, sb}, {static_cast<uint16_t>(src + 1), 0, sb});
+  }
+  if (ctx.sigs.empty()) ctx.sigs.push_back(OpSig{});
+  ctx.deadline = deadline_after_ms(timeout_ms_.load());
+  ctx.abort = &abort_;
+  ctx.shm_waiter = shm_waiter_.get();
+  ctx.spin_iterations = config().spin_iterations;
+  ctx.rank = rank_;
+  Status st = execute(sched, ctx);
+  if (!st.ok()) return st.prepend("send/recv group of " + std::to_string(ops.size()) + " operations: ");
+  return Status::Ok();
+}
+
+void cfxComm::abort() { abort_.store(true); }

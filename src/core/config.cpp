@@ -1,0 +1,88 @@
+#include "core/config.h"
+
+#include "core/log.h"
+
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <string_view>
+
+namespace conflux {
+namespace {
+
+std::string env_string(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? std::string(v) : fallback;
+}
+
+// Accepts plain integers and K/M/G suffixes (powers of two), as NCCL's
+// users expect for sizes.
+int64_t env_int(const char* name, int64_t fallback, int64_t min_value) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  long long value = std::strtoll(v, &end, 10);
+  std::string_view suffix(end);
+  if (suffix == "K" || suffix == "k") value <<= 10;
+  else if (suffix == "M" || suffix == "m") value <<= 20;
+  else if (suffix == "G" || suffix == "g") value <<= 30;
+  else if (!suffix.empty() || end == v) {
+    CFX_WARN(kInit, "ignoring %s=%s: not an integer", name, v);
+    return fallback;
+  }
+  if (value < min_value) {
+    CFX_WARN(kInit, "ignoring %s=%s: below the minimum %lld", name, v,
+             static_cast<long long>(min_value));
+    return fallback;
+  }
+  return value;
+}
+
+Config parse() {
+  Config c;
+  c.timeout_ms = env_int("CONFLUX_TIMEOUT", 0, 0) * 1000;
+  c.init_timeout_ms = env_int("CONFLUX_INIT_TIMEOUT", c.init_timeout_ms / 1000, 1) * 1000;
+  c.chunk_bytes = static_cast<size_t>(env_int("CONFLUX_CHUNK_SIZE", c.chunk_bytes, 8));
+  std::string t = env_string("CONFLUX_TRANSPORT", "auto");
+  if (t == "tcp") c.transport = TransportChoice::kTcp;
+  else if (t == "shm") c.transport = TransportChoice::kShm;
+  else if (t == "ofi") c.transport = TransportChoice::kOfi;
+  else if (t != "auto") CFX_WARN(kInit, "ignoring CONFLUX_TRANSPORT=%s (auto|tcp|shm|ofi)", t.c_str());
+  c.socket_ifname = env_string("CONFLUX_SOCKET_IFNAME", "");
+  c.hostid = env_string("CONFLUX_HOSTID", "");
+  c.root = env_string("CONFLUX_ROOT", "");
+  c.shm_slot_bytes = static_cast<size_t>(env_int("CONFLUX_SHM_SLOT_SIZE", c.shm_slot_bytes, 64));
+  c.shm_slot_bytes = (c.shm_slot_bytes + 63) / 64 * 64;  // whole cache lines keep elements aligned
+  c.shm_slots = static_cast<int>(env_int("CONFLUX_SHM_SLOTS", c.shm_slots, 2));
+  c.spin_iterations = static_cast<int>(env_int("CONFLUX_SPIN", c.spin_iterations, 0));
+  c.tcp_buffer_bytes = static_cast<size_t>(env_int("CONFLUX_SOCKET_BUFSIZE", c.tcp_buffer_bytes, 0));
+  c.ofi_provider = env_string("CONFLUX_OFI_PROVIDER", "");
+  c.algo = env_string("CONFLUX_ALGO", "");
+  c.shm_collectives = env_int("CONFLUX_SHM_COLL", 1, 0) != 0;
+  if (env_string("CONFLUX_NET", "") == "ofi") c.transport = TransportChoice::kOfi;
+  return c;
+}
+
+std::mutex g_mutex;
+// Every version ever parsed stays alive: callers may hold a reference to an
+// older one while a test reloads the environment.
+std::deque<Config>& configs() {
+  static std::deque<Config> all;
+  return all;
+}
+
+}  // namespace
+
+const Config& config() {
+  std::lock_guard lock(g_mutex);
+  if (configs().empty()) configs().push_back(parse());
+  return configs().back();
+}
+
+void reload_config() {
+  std::lock_guard lock(g_mutex);
+  configs().push_back(parse());
+  log::reload_from_env();
+}
+
+}  // namespace conflux

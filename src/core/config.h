@@ -1,0 +1,35 @@
+// Configuration read once from CONFLUX_* environment variables into one
+// typed struct. Every variable is documented in README.md's table.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace conflux {
+
+enum class TransportChoice { kAuto, kTcp, kShm, kOfi };
+
+struct Config {
+  int64_t timeout_ms = 0;         // CONFLUX_TIMEOUT (s): per-operation deadline; 0 = none
+  int64_t init_timeout_ms = 120000;  // CONFLUX_INIT_TIMEOUT (s): rendezvous and connection setup
+  size_t chunk_bytes = 512 * 1024;   // CONFLUX_CHUNK_SIZE: pipelining unit of ring/chain steps
+  TransportChoice transport = TransportChoice::kAuto;  // CONFLUX_TRANSPORT=auto|tcp|shm|ofi
+  std::string socket_ifname;      // CONFLUX_SOCKET_IFNAME (NCCL grammar: prefix, ^exclude, =exact)
+  std::string hostid;             // CONFLUX_HOSTID: overrides the host identity (tests fake hosts)
+  std::string root;               // CONFLUX_ROOT=host:port for cfxCommInitFromEnv
+  size_t shm_slot_bytes = 64 * 1024;  // CONFLUX_SHM_SLOT_SIZE: bytes per shared-memory ring slot
+  int shm_slots = 8;                  // CONFLUX_SHM_SLOTS: slots per directed shared-memory ring
+  int spin_iterations = 2000;     // CONFLUX_SPIN: polls before a waiting rank sleeps
+  size_t tcp_buffer_bytes = 4 << 20;  // CONFLUX_SOCKET_BUFSIZE: SO_SNDBUF/SO_RCVBUF
+  std::string ofi_provider;       // CONFLUX_OFI_PROVIDER (e.g. "tcp;ofi_rxm", "shm", "efa")
+  std::string algo;               // CONFLUX_ALGO (NCCL grammar), parsed by the tuner
+  bool shm_collectives = true;    // CONFLUX_SHM_COLL=0 turns the intra-host fast path off
+};
+
+// The process-wide configuration, parsed on first use.
+const Config& config();
+// Re-reads the environment (tests change variables between cases).
+void reload_config();
+
+}  // namespace conflux

@@ -1,0 +1,255 @@
+#include "exec/executor.h"
+
+#include "core/log.h"
+#include "transport/shm/shm_waiter.h"
+
+#include <poll.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CFX_CPU_RELAX() _mm_pause()
+#else
+#define CFX_CPU_RELAX() asm volatile("" ::: "memory")
+#endif
+
+namespace conflux {
+namespace {
+
+using algo::Step;
+using algo::StepKind;
+
+struct StepState {
+  SendOp send;
+  RecvOp recv;
+  bool posted = false;
+};
+
+struct PeerQueues {
+  std::vector<int> sends, recvs;
+  size_t send_head = 0, recv_head = 0;
+};
+
+class Run {
+ public:
+  Run(const algo::Schedule& s, const ExecContext& ctx) : sched_(s), ctx_(ctx) {}
+
+  Status go();
+
+ private:
+  uint8_t* ptr(const algo::Slice& sl) const { return ctx_.buffers[sl.buf] + sl.offset; }
+  void complete(int i);
+  Status pass(bool* progressed);
+  Status advance_sends(int peer, PeerQueues& q, bool* progressed);
+  Status advance_recvs(int peer, PeerQueues& q, bool* progressed);
+  Status wait_for_work();
+  std::string waiting_on() const;
+
+  const algo::Schedule& sched_;
+  const ExecContext& ctx_;
+  std::vector<StepState> state_;
+  std::vector<uint32_t> pending_;
+  std::vector<uint32_t> dependents_begin_, dependents_;
+  std::vector<PeerQueues> queues_;
+  std::vector<int> active_peers_;
+  std::vector<int> ready_copies_;
+  size_t done_ = 0;
+  Clock::time_point next_liveness_check_{};
+};
+
+void Run::complete(int i) {
+  ++done_;
+  for (uint32_t k = dependents_begin_[i]; k < dependents_begin_[i + 1]; ++k) {
+    int d = static_cast<int>(dependents_[k]);
+    if (--pending_[d] == 0 && sched_.steps[d].kind == StepKind::kCopy) ready_copies_.push_back(d);
+  }
+}
+
+Status Run::advance_sends(int peer, PeerQueues& q, bool* progressed) {
+  while (q.send_head < q.sends.size()) {
+    int i = q.sends[q.send_head];
+    StepState& st = state_[i];
+    if (!st.posted) {
+      if (pending_[i] > 0) return Status::Ok();
+      const Step& step = sched_.steps[i];
+      st.send.buf = ptr(step.src);
+      st.send.bytes = step.src.bytes;
+      st.send.sig = ctx_.sigs[step.sig];
+      st.posted = true;
+    }
+    CFX_RETURN_IF_ERROR(ctx_.links[peer]->progress_send(st.send, progressed));
+    if (!st.send.complete) return Status::Ok();
+    ++q.send_head;
+    complete(i);
+  }
+  return Status::Ok();
+}
+
+Status Run::advance_recvs(int peer, PeerQueues& q, bool* progressed) {
+  while (q.recv_head < q.recvs.size()) {
+    int i = q.recvs[q.recv_head];
+    StepState& st = state_[i];
+    if (!st.posted) {
+      if (pending_[i] > 0) return Status::Ok();
+      const Step& step = sched_.steps[i];
+      st.recv.dst = ptr(step.dst);
+      st.recv.bytes = step.dst.bytes;
+      st.recv.sig = ctx_.sigs[step.sig];
+      if (step.kind == StepKind::kRecvReduce) {
+        st.recv.reduce_with = ptr(step.with);
+        st.recv.reduce = ctx_.reduce;
+        st.recv.elem_size = ctx_.elem_size;
+      }
+      st.posted = true;
+    }
+    CFX_RETURN_IF_ERROR(ctx_.links[peer]->progress_recv(st.recv, progressed));
+    if (!st.recv.complete) return Status::Ok();
+    ++q.recv_head;
+    complete(i);
+  }
+  return Status::Ok();
+}
+
+Status Run::pass(bool* progressed) {
+  while (!ready_copies_.empty()) {
+    int i = ready_copies_.back();
+    ready_copies_.pop_back();
+    const Step& step = sched_.steps[i];
+    if (step.src.bytes > 0 && ptr(step.src) != ptr(step.dst)) std::memmove(ptr(step.dst), ptr(step.src), step.src.bytes);
+    *progressed = true;
+    complete(i);
+  }
+  for (int peer : active_peers_) {
+    PeerQueues& q = queues_[peer];
+    Status st = advance_recvs(peer, q, progressed);
+    if (st.ok()) st = advance_sends(peer, q, progressed);
+    if (!st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+std::string Run::waiting_on() const {
+  std::string s;
+  for (int peer : active_peers_) {
+    const PeerQueues& q = queues_[peer];
+    if (q.recv_head < q.recvs.size()) {
+      const StepState& st = state_[q.recvs[q.recv_head]];
+      s += (s.empty() ? "" : "; ") + std::string("receive from rank ") + std::to_string(peer) +
+           (st.posted ? " (" + std::to_string(st.recv.done) + " of " + std::to_string(st.recv.bytes) + " bytes)"
+                      : " (not started)");
+    }
+    if (q.send_head < q.sends.size()) {
+      const StepState& st = state_[q.sends[q.send_head]];
+      s += (s.empty() ? "" : "; ") + std::string("send to rank ") + std::to_string(peer) +
+           (st.posted ? " (" + std::to_string(st.send.done) + " of " + std::to_string(st.send.bytes) + " bytes)"
+                      : " (not started)");
+    }
+  }
+  return s;
+}
+
+Status Run::wait_for_work() {
+  if (ctx_.abort != nullptr && ctx_.abort->load(std::memory_order_relaxed))
+    return aborted_error("communicator aborted while waiting for: " + waiting_on());
+  auto now = Clock::now();
+  if (now >= ctx_.deadline) return timeout_error("timed out waiting for: " + waiting_on());
+  if (now >= next_liveness_check_) {
+    next_liveness_check_ = now + std::chrono::milliseconds(50);
+    for (int peer : active_peers_) CFX_RETURN_IF_ERROR(ctx_.links[peer]->check_peer());
+  }
+  int budget = remaining_ms(ctx_.deadline);
+  std::vector<pollfd> fds;
+  for (int peer : active_peers_) {
+    int fd = ctx_.links[peer]->poll_fd();
+    if (fd < 0) continue;
+    const PeerQueues& q = queues_[peer];
+    short events = POLLIN;
+    if (q.send_head < q.sends.size() && state_[q.sends[q.send_head]].posted) events |= POLLOUT;
+    fds.push_back({fd, events, 0});
+  }
+  if (!fds.empty()) {
+    // Sockets wake us directly; shared-memory peers (if any) are polled at 1 ms.
+    int cap = ctx_.shm_waiter != nullptr ? 1 : 50;
+    ::poll(fds.data(), fds.size(), budget < 0 ? cap : std::min(budget, cap));
+    return Status::Ok();
+  }
+  if (ctx_.shm_waiter != nullptr) {
+    uint32_t token = ctx_.shm_waiter->arm();
+    bool progressed = false;
+    Status st = pass(&progressed);
+    if (!st.ok() || progressed) {
+      ctx_.shm_waiter->disarm();
+      return st;
+    }
+    ctx_.shm_waiter->sleep(token, budget < 0 ? 50 : std::min(budget, 50));
+    return Status::Ok();
+  }
+  sched_yield();
+  return Status::Ok();
+}
+
+Status Run::go() {
+  const size_t n = sched_.steps.size();
+  state_.resize(n);
+  pending_.resize(n);
+  dependents_begin_.assign(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Step& s = sched_.steps[i];
+    pending_[i] = s.dep_count;
+    for (uint32_t k = 0; k < s.dep_count; ++k) ++dependents_begin_[sched_.deps[s.dep_begin + k] + 1];
+  }
+  for (size_t i = 0; i < n; ++i) dependents_begin_[i + 1] += dependents_begin_[i];
+  dependents_.resize(sched_.deps.size());
+  std::vector<uint32_t> fill(dependents_begin_.begin(), dependents_begin_.end() - 1);
+  for (size_t i = 0; i < n; ++i) {
+    const Step& s = sched_.steps[i];
+    for (uint32_t k = 0; k < s.dep_count; ++k) dependents_[fill[sched_.deps[s.dep_begin + k]]++] = static_cast<uint32_t>(i);
+  }
+  queues_.resize(ctx_.links.size());
+  for (size_t i = 0; i < n; ++i) {
+    const Step& s = sched_.steps[i];
+    if (s.kind == StepKind::kCopy) {
+      if (pending_[i] == 0) ready_copies_.push_back(static_cast<int>(i));
+      continue;
+    }
+    if (s.peer < 0 || static_cast<size_t>(s.peer) >= ctx_.links.size() || ctx_.links[s.peer] == nullptr)
+      return internal_error("schedule names rank " + std::to_string(s.peer) + " which has no link");
+    PeerQueues& q = queues_[s.peer];
+    if (q.sends.empty() && q.recvs.empty()) active_peers_.push_back(s.peer);
+    (s.kind == StepKind::kSend ? q.sends : q.recvs).push_back(static_cast<int>(i));
+  }
+  // Reverse: later copies were pushed last; run them in schedule order.
+  std::reverse(ready_copies_.begin(), ready_copies_.end());
+  int idle = 0;
+  while (done_ < n) {
+    bool progressed = false;
+    CFX_RETURN_IF_ERROR(pass(&progressed));
+    if (progressed) {
+      idle = 0;
+      continue;
+    }
+    if (++idle < ctx_.spin_iterations) {
+      CFX_CPU_RELAX();
+      continue;
+    }
+    if (idle < ctx_.spin_iterations + 64) {
+      sched_yield();  // oversubscribed cores: let the peer we wait for run
+      continue;
+    }
+    CFX_RETURN_IF_ERROR(wait_for_work());
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status execute(const algo::Schedule& schedule, const ExecContext& ctx) {
+  if (schedule.steps.empty()) return Status::Ok();
+  Run run(schedule, ctx);
+  return run.go();
+}
+
+}  // namespace conflux

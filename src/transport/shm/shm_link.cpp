@@ -1,0 +1,89 @@
+#include "transport/shm/shm_link.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace conflux {
+
+ShmLink::ShmLink(const ShmSegment& mine, const ShmSegment& theirs, int my_rank, int peer, int peer_pid,
+                 int pidfd)
+    : mine_(mine), theirs_(theirs), my_rank_(my_rank), peer_(peer), peer_pid_(peer_pid), pidfd_(pidfd) {}
+
+ShmLink::~ShmLink() {
+  if (pidfd_ >= 0) ::close(pidfd_);
+}
+
+Status ShmLink::progress_send(SendOp& op, bool* progressed) {
+  ShmRingControl& ring = theirs_.ring(my_rank_);
+  const auto nslots = static_cast<uint64_t>(theirs_.layout().nslots);
+  const size_t slot_bytes = theirs_.layout().slot_bytes;
+  uint64_t tail = ring.tail.load(std::memory_order_relaxed);
+  bool published = false;
+  // A zero-byte message still takes one slot so the receiver sees its signature.
+  while (!op.complete) {
+    if (tail - ring.head.load(std::memory_order_acquire) >= nslots) break;  // ring full
+    size_t piece = std::min(slot_bytes, op.bytes - op.done);
+    ShmSlotHeader& h = theirs_.slot_header(my_rank_, tail);
+    h.msg_bytes = op.bytes;
+    h.piece_bytes = static_cast<uint32_t>(piece);
+    h.sig = op.sig;
+    if (piece > 0) std::memcpy(theirs_.slot_data(my_rank_, tail), op.buf + op.done, piece);
+    ring.tail.store(++tail, std::memory_order_release);
+    op.done += piece;
+    published = true;
+    if (op.done == op.bytes) op.complete = true;
+  }
+  if (published) {
+    *progressed = true;
+    ring_doorbell(theirs_.doorbell());
+  }
+  return Status::Ok();
+}
+
+Status ShmLink::progress_recv(RecvOp& op, bool* progressed) {
+  ShmRingControl& ring = mine_.ring(peer_);
+  uint64_t head = ring.head.load(std::memory_order_relaxed);
+  bool consumed = false;
+  while (!op.complete) {
+    if (head == ring.tail.load(std::memory_order_acquire)) break;  // empty
+    const ShmSlotHeader& h = mine_.slot_header(peer_, head);
+    if (op.done == 0) CFX_RETURN_IF_ERROR(check_incoming(op.sig, op.bytes, h.sig, h.msg_bytes, peer_));
+    size_t piece = h.piece_bytes;
+    if (piece > op.bytes - op.done)
+      return remote_error("corrupt shared-memory slot from rank " + std::to_string(peer_));
+    const uint8_t* data = mine_.slot_data(peer_, head);
+    if (op.reduce != nullptr)
+      op.reduce(op.dst + op.done, op.reduce_with + op.done, data, piece / op.elem_size);
+    else if (piece > 0)
+      std::memcpy(op.dst + op.done, data, piece);
+    ring.head.store(++head, std::memory_order_release);
+    op.done += piece;
+    consumed = true;
+    if (op.done == op.bytes) op.complete = true;
+  }
+  if (consumed) {
+    *progressed = true;
+    ring_doorbell(theirs_.doorbell());  // the sender may be waiting for free slots
+  }
+  return Status::Ok();
+}
+
+Status ShmLink::check_peer() {
+  bool dead = false;
+  if (pidfd_ >= 0) {
+    pollfd p{pidfd_, POLLIN, 0};
+    dead = ::poll(&p, 1, 0) > 0;  // a pidfd becomes readable when the process exits
+  } else {
+    dead = ::kill(peer_pid_, 0) != 0 && errno == ESRCH;
+  }
+  if (dead)
+    return remote_error("rank " + std::to_string(peer_) + " (pid " + std::to_string(peer_pid_) +
+                        ", same host) exited or was killed");
+  return Status::Ok();
+}
+
+}  // namespace conflux

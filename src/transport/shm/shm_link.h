@@ -1,0 +1,32 @@
+// A Link to a peer on the same host through shared-memory rings: we write
+// into our ring in the peer's segment and read the peer's ring in ours. The
+// small-message path is a copy and a release store: no system call unless
+// the other side sleeps.
+#pragma once
+
+#include "transport/shm/shm_segment.h"
+#include "transport/transport.h"
+
+namespace conflux {
+
+class ShmLink final : public Link {
+ public:
+  // `mine` is this rank's segment, `theirs` the peer's; `pidfd` watches the
+  // peer process (-1 if pidfd_open is unavailable; then kill(pid, 0)).
+  ShmLink(const ShmSegment& mine, const ShmSegment& theirs, int my_rank, int peer, int peer_pid, int pidfd);
+  ~ShmLink() override;
+  const char* kind() const override { return "shm"; }
+  Status progress_send(SendOp& op, bool* progressed) override;
+  Status progress_recv(RecvOp& op, bool* progressed) override;
+  Status check_peer() override;
+
+ private:
+  const ShmSegment& mine_;
+  const ShmSegment& theirs_;
+  int my_rank_;
+  int peer_;
+  int peer_pid_;
+  int pidfd_;
+};
+
+}  // namespace conflux

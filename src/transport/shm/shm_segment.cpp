@@ -1,0 +1,139 @@
+#include "transport/shm/shm_segment.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+
+namespace conflux {
+namespace {
+
+constexpr uint64_t kSegMagic = 0x434658534547ull;  // "CFXSEG"
+
+struct SegmentHeader {
+  uint64_t magic;
+  int32_t nranks;
+  int32_t nslots;
+  uint64_t slot_bytes;
+  char pad[64 - 24];
+  ShmDoorbell doorbell;
+};
+
+}  // namespace
+
+size_t ShmSegment::Layout::total_bytes() const {
+  return sizeof(SegmentHeader) + static_cast<size_t>(nranks) * ring_bytes();
+}
+
+ShmSegment::ShmSegment(ShmSegment&& o) noexcept { *this = std::move(o); }
+
+ShmSegment& ShmSegment::operator=(ShmSegment&& o) noexcept {
+  if (this != &o) {
+    this->~ShmSegment();
+    base_ = std::exchange(o.base_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+    name_ = std::move(o.name_);
+    owner_ = std::exchange(o.owner_, false);
+    layout_ = o.layout_;
+  }
+  return *this;
+}
+
+ShmSegment::~ShmSegment() {
+  if (owner_) unlink();
+  if (base_ != nullptr) munmap(base_, bytes_);
+  base_ = nullptr;
+}
+
+void ShmSegment::unlink() {
+  if (owner_ && !name_.empty()) shm_unlink(name_.c_str());
+  owner_ = false;
+}
+
+Result<ShmSegment> ShmSegment::create(const std::string& name, const Layout& layout) {
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0) return system_error("shm_open(" + name + ")", errno);
+  ShmSegment seg;
+  seg.name_ = name;
+  seg.owner_ = true;
+  seg.layout_ = layout;
+  seg.bytes_ = layout.total_bytes();
+  if (ftruncate(fd, static_cast<off_t>(seg.bytes_)) != 0) {
+    int err = errno;
+    ::close(fd);
+    return system_error("ftruncate(" + name + ", " + std::to_string(seg.bytes_) + ") (is /dev/shm full?)", err);
+  }
+  void* p = mmap(nullptr, seg.bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) return system_error("mmap(" + name + ")", err);
+  seg.base_ = static_cast<uint8_t*>(p);
+  auto* h = new (seg.base_) SegmentHeader{};
+  h->nranks = layout.nranks;
+  h->nslots = layout.nslots;
+  h->slot_bytes = layout.slot_bytes;
+  new (&h->doorbell) ShmDoorbell();
+  for (int r = 0; r < layout.nranks; ++r) new (&seg.ring(r)) ShmRingControl();
+  std::atomic_thread_fence(std::memory_order_release);
+  h->magic = kSegMagic;
+  return seg;
+}
+
+Result<ShmSegment> ShmSegment::open(const std::string& name, size_t expected_bytes) {
+  int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) return system_error("shm_open(" + name + ") of a peer's segment", errno);
+  struct stat st{};
+  if (fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != expected_bytes) {
+    ::close(fd);
+    return remote_error("peer segment " + name + " has an unexpected size");
+  }
+  void* p = mmap(nullptr, expected_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int err = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) return system_error("mmap(" + name + ")", err);
+  ShmSegment seg;
+  seg.base_ = static_cast<uint8_t*>(p);
+  seg.bytes_ = expected_bytes;
+  seg.name_ = name;
+  auto* h = reinterpret_cast<SegmentHeader*>(seg.base_);
+  if (h->magic != kSegMagic) return remote_error("peer segment " + name + " is not initialised");
+  seg.layout_ = Layout{h->nranks, h->nslots, h->slot_bytes};
+  if (seg.layout_.total_bytes() != expected_bytes) return remote_error("peer segment " + name + " has a bad layout");
+  return seg;
+}
+
+ShmDoorbell& ShmSegment::doorbell() const { return reinterpret_cast<SegmentHeader*>(base_)->doorbell; }
+
+ShmRingControl& ShmSegment::ring(int sender) const {
+  return *reinterpret_cast<ShmRingControl*>(base_ + sizeof(SegmentHeader) +
+                                            static_cast<size_t>(sender) * layout_.ring_bytes());
+}
+
+ShmSlotHeader& ShmSegment::slot_header(int sender, uint64_t index) const {
+  auto* ring_base = reinterpret_cast<uint8_t*>(&ring(sender));
+  return *reinterpret_cast<ShmSlotHeader*>(ring_base + sizeof(ShmRingControl) +
+                                           (index % layout_.nslots) * layout_.slot_stride());
+}
+
+uint8_t* ShmSegment::slot_data(int sender, uint64_t index) const {
+  return reinterpret_cast<uint8_t*>(&slot_header(sender, index)) + sizeof(ShmSlotHeader);
+}
+
+void ring_doorbell(ShmDoorbell& d) {
+  // Dekker pairing with the sleeper: the caller's publish (release store)
+  // precedes this seq_cst load; the sleeper sets `sleeping` before its last
+  // check. At least one of the two sees the other.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (d.sleeping.load(std::memory_order_relaxed) != 0) {
+    d.bell.fetch_add(1, std::memory_order_seq_cst);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&d.bell), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+  }
+}
+
+}  // namespace conflux

@@ -1,0 +1,75 @@
+// A rank's shared-memory segment: one receive ring per possible sender and a
+// doorbell (futex word) that peers ring when they give this rank work. Each
+// ring is a single-producer single-consumer queue of fixed-size slots; the
+// head (consumer) and tail (producer) counters sit on their own cache lines.
+#pragma once
+
+#include "core/coll.h"
+#include "core/status.h"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace conflux {
+
+struct alignas(64) ShmDoorbell {
+  std::atomic<uint32_t> bell{0};
+  char pad0[60];
+  std::atomic<uint32_t> sleeping{0};
+  char pad1[60];
+};
+
+struct ShmSlotHeader {
+  uint64_t msg_bytes;   // length of the whole message
+  uint32_t piece_bytes; // bytes of it in this slot
+  uint32_t reserved;
+  OpSig sig;
+  char pad[64 - 16 - sizeof(OpSig)];
+};
+static_assert(sizeof(ShmSlotHeader) == 64);
+
+struct ShmRingControl {
+  alignas(64) std::atomic<uint64_t> head{0};  // slots consumed (written by the receiver)
+  alignas(64) std::atomic<uint64_t> tail{0};  // slots published (written by the sender)
+};
+
+class ShmSegment {
+ public:
+  struct Layout {
+    int nranks = 0;
+    int nslots = 0;
+    size_t slot_bytes = 0;
+    size_t slot_stride() const { return sizeof(ShmSlotHeader) + slot_bytes; }
+    size_t ring_bytes() const { return sizeof(ShmRingControl) + nslots * slot_stride(); }
+    size_t total_bytes() const;
+  };
+
+  ShmSegment() = default;
+  ShmSegment(ShmSegment&& o) noexcept;
+  ShmSegment& operator=(ShmSegment&& o) noexcept;
+  ~ShmSegment();
+
+  static Result<ShmSegment> create(const std::string& name, const Layout& layout);
+  static Result<ShmSegment> open(const std::string& name, size_t expected_bytes);
+  void unlink();  // removes the name; mappings stay valid
+
+  const Layout& layout() const { return layout_; }
+  ShmDoorbell& doorbell() const;
+  ShmRingControl& ring(int sender) const;
+  ShmSlotHeader& slot_header(int sender, uint64_t index) const;
+  uint8_t* slot_data(int sender, uint64_t index) const;
+
+ private:
+  uint8_t* base_ = nullptr;
+  size_t bytes_ = 0;
+  std::string name_;
+  bool owner_ = false;
+  Layout layout_;
+};
+
+// Wakes the segment's owner if it sleeps on its doorbell.
+void ring_doorbell(ShmDoorbell& d);
+
+}  // namespace conflux

@@ -1,0 +1,59 @@
+// The transport interface: a Link joins this rank to one peer. The executor
+// keeps, per link and direction, a FIFO of messages and asks the link to
+// advance the one at the head; messages on a link complete in order, so no
+// tags are needed to match them. Links never block: progress_* does what it
+// can now and returns.
+#pragma once
+
+#include "core/coll.h"
+#include "core/status.h"
+#include "exec/reduce.h"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace conflux {
+
+struct SendOp {
+  const uint8_t* buf = nullptr;
+  size_t bytes = 0;
+  OpSig sig;
+  // Progress state, owned by the link.
+  size_t done = 0;
+  int stage = 0;
+  bool complete = false;
+};
+
+struct RecvOp {
+  uint8_t* dst = nullptr;
+  size_t bytes = 0;
+  OpSig sig;  // expected; a different incoming signature is a mismatch error
+  // When set, dst = reduce(reduce_with, incoming) instead of a copy.
+  const uint8_t* reduce_with = nullptr;
+  ReduceFn reduce = nullptr;
+  size_t elem_size = 1;
+  size_t done = 0;
+  int stage = 0;
+  bool complete = false;
+};
+
+class Link {
+ public:
+  virtual ~Link() = default;
+  virtual const char* kind() const = 0;
+  // Advance the message; set op.complete when all its bytes have moved. A
+  // return of false in *progressed lets the executor decide to sleep.
+  virtual Status progress_send(SendOp& op, bool* progressed) = 0;
+  virtual Status progress_recv(RecvOp& op, bool* progressed) = 0;
+  // A descriptor to poll while waiting (sockets), or -1 (shared memory).
+  virtual int poll_fd() const { return -1; }
+  // Cheap check that the peer is alive (called while waiting).
+  virtual Status check_peer() { return Status::Ok(); }
+};
+
+// Compares the signature and length a sender announced with what this rank
+// expects; the error names both calls and the peer.
+Status check_incoming(const OpSig& expected, size_t expected_bytes, const OpSig& got, size_t got_bytes,
+                      int peer);
+
+}  // namespace conflux

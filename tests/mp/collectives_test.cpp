@@ -1,0 +1,84 @@
+// The correctness matrix: every collective x datatype x op x count x
+// in-place/out-of-place, against the reference, for 1..8 ranks on shared
+// memory and on TCP. Tiny chunks and slots force the multi-chunk paths.
+#include "core/config.h"
+#include "support/mp_harness.h"
+#include "support/reference.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+namespace conflux::test {
+namespace {
+
+struct MatrixParam {
+  const char* transport;
+  int nranks;
+};
+
+std::vector<size_t> small_counts(int n) {
+  return {0, 1, 7, 13, 1031, static_cast<size_t>(n) * 5 + 3};
+}
+
+constexpr cfxDataType_t kTypes[] = {cfxInt8,   cfxUint8,   cfxInt32,   cfxUint32,   cfxInt64,
+                                    cfxUint64, cfxFloat16, cfxFloat32, cfxFloat64, cfxBfloat16};
+constexpr cfxRedOp_t kOps[] = {cfxSum, cfxProd, cfxMax, cfxMin, cfxAvg};
+
+std::string run_matrix(cfxComm_t comm, int rank, int n) {
+  std::string errors;
+  auto check = [&](const CollCase& c) {
+    if (errors.size() > 4000) return;
+    std::string e = run_and_check(comm, rank, n, c);
+    if (!e.empty()) errors += e + "\n";
+  };
+  for (Coll coll : {Coll::kAllReduce, Coll::kReduce, Coll::kReduceScatter})
+    for (cfxDataType_t t : kTypes)
+      for (cfxRedOp_t op : kOps)
+        for (size_t count : small_counts(n))
+          for (bool in_place : {false, true})
+            check({coll, t, op, count, static_cast<int>((count + static_cast<size_t>(op)) % n), in_place});
+  for (Coll coll : {Coll::kBroadcast, Coll::kAllGather, Coll::kAlltoAll, Coll::kGather, Coll::kScatter})
+    for (cfxDataType_t t : kTypes)
+      for (size_t count : small_counts(n))
+        for (bool in_place : {false, true}) check({coll, t, cfxSum, count, static_cast<int>(count % n), in_place});
+  // Several MiB with realistic chunks: every datatype through AllReduce,
+  // float32 through the others.
+  setenv("CONFLUX_CHUNK_SIZE", "128K", 1);
+  reload_config();
+  const size_t big_bytes = 3u << 20;
+  for (cfxDataType_t t : kTypes) check({Coll::kAllReduce, t, cfxSum, big_bytes / cfxTypeSize(t) + 5, 0, false});
+  const size_t per_rank = big_bytes / 4 / static_cast<size_t>(n) + 3;
+  for (Coll coll : {Coll::kBroadcast, Coll::kReduce, Coll::kAllGather, Coll::kReduceScatter, Coll::kAlltoAll,
+                    Coll::kGather, Coll::kScatter})
+    for (bool in_place : {false, true}) check({coll, cfxFloat32, cfxSum, per_rank, n - 1, in_place});
+  return errors;
+}
+
+class CollectiveMatrix : public ::testing::TestWithParam<MatrixParam> {};
+
+TEST_P(CollectiveMatrix, MatchesReference) {
+  const MatrixParam p = GetParam();
+  RunOptions opts;
+  opts.env = {{"CONFLUX_TRANSPORT", p.transport}, {"CONFLUX_CHUNK_SIZE", "256"}, {"CONFLUX_SHM_SLOT_SIZE", "128"},
+              {"CONFLUX_SHM_SLOTS", "4"}, {"CONFLUX_TIMEOUT", "60"}};
+  opts.timeout_s = 240;
+  auto results = run_ranks(p.nranks, run_matrix, opts);
+  EXPECT_EQ(summarize(results), "");
+}
+
+std::string name_of(const ::testing::TestParamInfo<MatrixParam>& info) {
+  return std::string(info.param.transport) + "_" + std::to_string(info.param.nranks) + "ranks";
+}
+
+INSTANTIATE_TEST_SUITE_P(Shm, CollectiveMatrix,
+                         ::testing::Values(MatrixParam{"auto", 1}, MatrixParam{"auto", 2}, MatrixParam{"auto", 3},
+                                           MatrixParam{"auto", 4}, MatrixParam{"auto", 5}, MatrixParam{"auto", 8}),
+                         name_of);
+INSTANTIATE_TEST_SUITE_P(Tcp, CollectiveMatrix,
+                         ::testing::Values(MatrixParam{"tcp", 2}, MatrixParam{"tcp", 3}, MatrixParam{"tcp", 4},
+                                           MatrixParam{"tcp", 5}, MatrixParam{"tcp", 8}),
+                         name_of);
+
+}  // namespace
+}  // namespace conflux::test

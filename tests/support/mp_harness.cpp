@@ -1,0 +1,114 @@
+#include "support/mp_harness.h"
+
+#include "core/config.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+namespace conflux::test {
+namespace {
+cfxUniqueId g_id;
+
+[[noreturn]] void child_main(int rank, int n, const RankBody& body, const RunOptions& options, int out_fd) {
+  for (const auto& [k, v] : options.env) setenv(k.c_str(), v.c_str(), 1);
+  conflux::reload_config();
+  std::string message;
+  cfxComm_t comm = nullptr;
+  if (options.init_comm) {
+    cfxResult_t r = cfxCommInitRank(&comm, n, g_id, rank);
+    if (r != cfxSuccess) message = std::string("init failed: ") + cfxGetErrorString(r) + ": " + cfxGetLastError(nullptr);
+  }
+  if (message.empty()) message = body(comm, rank, n);
+  if (comm != nullptr) cfxCommDestroy(comm);
+  if (!message.empty()) {
+    ssize_t w = write(out_fd, message.data(), message.size());
+    (void)w;
+  }
+  close(out_fd);
+  _exit(message.empty() ? 0 : 1);
+}
+}  // namespace
+
+const cfxUniqueId& current_unique_id() { return g_id; }
+
+std::vector<RankResult> run_ranks(int n, const RankBody& body, const RunOptions& options) {
+  std::vector<RankResult> results(n);
+  for (const auto& [k, v] : options.env) setenv(k.c_str(), v.c_str(), 1);
+  conflux::reload_config();
+  if (cfxGetUniqueId(&g_id) != cfxSuccess) {
+    for (int r = 0; r < n; ++r) results[r] = {r, 1, std::string("cfxGetUniqueId failed: ") + cfxGetLastError(nullptr)};
+    return results;
+  }
+  if (options.id_out != nullptr) *options.id_out = g_id;
+  std::vector<pid_t> pids(n);
+  std::vector<int> fds(n);
+  std::fflush(nullptr);
+  for (int r = 0; r < n; ++r) {
+    int p[2];
+    if (pipe(p) != 0) std::abort();
+    pid_t pid = fork();
+    if (pid == 0) {
+      close(p[0]);
+      child_main(r, n, body, options, p[1]);
+    }
+    close(p[1]);
+    pids[r] = pid;
+    fds[r] = p[0];
+    results[r].rank = r;
+  }
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.timeout_s);
+  int alive = n;
+  std::vector<bool> reaped(n, false);
+  while (alive > 0) {
+    for (int r = 0; r < n; ++r) {
+      if (reaped[r]) continue;
+      char buf[4096];
+      for (;;) {
+        pollfd pf{fds[r], POLLIN, 0};
+        if (poll(&pf, 1, 0) <= 0) break;
+        ssize_t k = read(fds[r], buf, sizeof buf);
+        if (k <= 0) break;
+        results[r].message.append(buf, static_cast<size_t>(k));
+      }
+      int status = 0;
+      if (waitpid(pids[r], &status, WNOHANG) == pids[r]) {
+        ssize_t k;
+        while ((k = read(fds[r], buf, sizeof buf)) > 0) results[r].message.append(buf, static_cast<size_t>(k));
+        close(fds[r]);
+        reaped[r] = true;
+        --alive;
+        results[r].exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+      }
+    }
+    if (alive == 0) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (int r = 0; r < n; ++r) {
+        if (reaped[r]) continue;
+        kill(pids[r], SIGKILL);
+        waitpid(pids[r], nullptr, 0);
+        close(fds[r]);
+        results[r].exit_code = -SIGKILL;
+        results[r].message += " [hung: killed after " + std::to_string(options.timeout_s) + " s]";
+      }
+      break;
+    }
+    usleep(2000);
+  }
+  return results;
+}
+
+std::string summarize(const std::vector<RankResult>& results) {
+  std::string s;
+  for (const auto& r : results)
+    if (r.exit_code != 0 || !r.message.empty())
+      s += "rank " + std::to_string(r.rank) + " (exit " + std::to_string(r.exit_code) + "): " + r.message + "\n";
+  return s;
+}
+
+}  // namespace conflux::test

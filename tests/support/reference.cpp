@@ -1,0 +1,230 @@
+#include "support/reference.h"
+
+#include "core/half.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace conflux::test {
+
+double input_value(int rank, size_t index, cfxRedOp_t op) {
+  if (op == cfxProd) return 1.0 + static_cast<double>((static_cast<size_t>(rank) + index) % 3 == 0);  // 1 or 2
+  return static_cast<double>((static_cast<size_t>(rank) * 7 + index * 3) % 11 + 1);
+}
+
+void store(void* buf, size_t i, cfxDataType_t t, double v) {
+  switch (t) {
+    case cfxInt8: static_cast<int8_t*>(buf)[i] = static_cast<int8_t>(v); break;
+    case cfxUint8: static_cast<uint8_t*>(buf)[i] = static_cast<uint8_t>(v); break;
+    case cfxInt32: static_cast<int32_t*>(buf)[i] = static_cast<int32_t>(v); break;
+    case cfxUint32: static_cast<uint32_t*>(buf)[i] = static_cast<uint32_t>(v); break;
+    case cfxInt64: static_cast<int64_t*>(buf)[i] = static_cast<int64_t>(v); break;
+    case cfxUint64: static_cast<uint64_t*>(buf)[i] = static_cast<uint64_t>(v); break;
+    case cfxFloat16: static_cast<uint16_t*>(buf)[i] = float_to_half(static_cast<float>(v)); break;
+    case cfxBfloat16: static_cast<uint16_t*>(buf)[i] = float_to_bf16(static_cast<float>(v)); break;
+    case cfxFloat32: static_cast<float*>(buf)[i] = static_cast<float>(v); break;
+    case cfxFloat64: static_cast<double*>(buf)[i] = v; break;
+    default: break;
+  }
+}
+
+double load(const void* buf, size_t i, cfxDataType_t t) {
+  switch (t) {
+    case cfxInt8: return static_cast<const int8_t*>(buf)[i];
+    case cfxUint8: return static_cast<const uint8_t*>(buf)[i];
+    case cfxInt32: return static_cast<const int32_t*>(buf)[i];
+    case cfxUint32: return static_cast<const uint32_t*>(buf)[i];
+    case cfxInt64: return static_cast<double>(static_cast<const int64_t*>(buf)[i]);
+    case cfxUint64: return static_cast<double>(static_cast<const uint64_t*>(buf)[i]);
+    case cfxFloat16: return half_to_float(static_cast<const uint16_t*>(buf)[i]);
+    case cfxBfloat16: return bf16_to_float(static_cast<const uint16_t*>(buf)[i]);
+    case cfxFloat32: return static_cast<const float*>(buf)[i];
+    case cfxFloat64: return static_cast<const double*>(buf)[i];
+    default: return NAN;
+  }
+}
+
+double reduced_value(int nranks, size_t index, cfxRedOp_t op, cfxDataType_t t) {
+  double acc = input_value(0, index, op);
+  for (int r = 1; r < nranks; ++r) {
+    double v = input_value(r, index, op);
+    switch (op) {
+      case cfxSum:
+      case cfxAvg: acc += v; break;
+      case cfxProd: acc *= v; break;
+      case cfxMax: acc = std::max(acc, v); break;
+      case cfxMin: acc = std::min(acc, v); break;
+      default: break;
+    }
+  }
+  if (op == cfxAvg) {
+    bool integer = t == cfxInt8 || t == cfxUint8 || t == cfxInt32 || t == cfxUint32 || t == cfxInt64 || t == cfxUint64;
+    if (integer) return std::trunc(acc / nranks);
+    // The library divides in float for 16- and 32-bit floats, in double for 64-bit.
+    if (t == cfxFloat64) return acc / nranks;
+    float q = static_cast<float>(acc) / static_cast<float>(nranks);
+    std::vector<uint8_t> tmp(8);
+    store(tmp.data(), 0, t, q);
+    return load(tmp.data(), 0, t);
+  }
+  return acc;
+}
+
+std::string CollCase::str() const {
+  return std::string(coll_name(coll)) + " " + datatype_name(dtype) + " " + redop_name(op) + " count=" +
+         std::to_string(count) + " root=" + std::to_string(root) + (in_place ? " in-place" : " out-of-place");
+}
+
+namespace {
+
+bool same(double got, double want, cfxDataType_t t) {
+  if (std::isnan(want)) return std::isnan(got);
+  if (t == cfxFloat16 || t == cfxBfloat16 || t == cfxFloat32) {
+    std::vector<uint8_t> tmp(8);
+    store(tmp.data(), 0, t, want);
+    return load(tmp.data(), 0, t) == got;
+  }
+  return got == want;
+}
+
+struct Checker {
+  const CollCase& c;
+  int rank;
+  std::string errors;
+  int shown = 0;
+  void expect(const void* buf, size_t i, double want, const char* where) {
+    double got = load(buf, i, c.dtype);
+    if (same(got, want, c.dtype)) return;
+    if (shown++ < 4)
+      errors += std::string(where) + "[" + std::to_string(i) + "] = " + std::to_string(got) + ", expected " +
+                std::to_string(want) + "; ";
+  }
+};
+
+}  // namespace
+
+std::string run_and_check(cfxComm_t comm, int rank, int n, const CollCase& c) {
+  const size_t elem = cfxTypeSize(c.dtype);
+  const size_t count = c.count;
+  const size_t nn = static_cast<size_t>(n);
+  size_t send_elems = count, recv_elems = count;
+  switch (c.coll) {
+    case Coll::kAllGather: recv_elems = count * nn; break;
+    case Coll::kReduceScatter: send_elems = count * nn; break;
+    case Coll::kAlltoAll: send_elems = recv_elems = count * nn; break;
+    case Coll::kGather: recv_elems = count * nn; break;
+    case Coll::kScatter: send_elems = count * nn; break;
+    default: break;
+  }
+  // Guard bytes after each buffer catch writes past the end.
+  constexpr size_t kGuard = 64;
+  std::vector<uint8_t> recv(recv_elems * elem + kGuard, 0xA5), send(send_elems * elem + kGuard, 0x5A);
+  // Send contents: element i of the input this rank contributes.
+  auto input_index = [&](size_t i) { return i; };
+  for (size_t i = 0; i < send_elems; ++i) store(send.data(), i, c.dtype, input_value(rank, input_index(i), c.op));
+  void* sendp = send.data();
+  void* recvp = recv.data();
+  if (c.in_place) {
+    // Place the input where NCCL's in-place rules expect it inside recvbuf.
+    switch (c.coll) {
+      case Coll::kAllGather:
+      case Coll::kGather:
+        std::memcpy(recv.data() + static_cast<size_t>(rank) * count * elem, send.data(), count * elem);
+        sendp = recv.data() + static_cast<size_t>(rank) * count * elem;
+        break;
+      case Coll::kReduceScatter:
+      case Coll::kScatter: {
+        // recvbuf lives inside sendbuf at this rank's block.
+        std::vector<uint8_t> big(send_elems * elem + kGuard, 0x5A);
+        std::memcpy(big.data(), send.data(), send_elems * elem);
+        send.swap(big);
+        sendp = send.data();
+        recvp = send.data() + static_cast<size_t>(rank) * count * elem;
+        break;
+      }
+      default:
+        std::memcpy(recv.data(), send.data(), send_elems * elem);
+        sendp = recvp = recv.data();
+        break;
+    }
+  }
+  cfxResult_t r = cfxSuccess;
+  switch (c.coll) {
+    case Coll::kAllReduce: r = cfxAllReduce(sendp, recvp, count, c.dtype, c.op, comm); break;
+    case Coll::kBroadcast: r = cfxBroadcast(sendp, recvp, count, c.dtype, c.root, comm); break;
+    case Coll::kReduce: r = cfxReduce(sendp, recvp, count, c.dtype, c.op, c.root, comm); break;
+    case Coll::kAllGather: r = cfxAllGather(sendp, recvp, count, c.dtype, comm); break;
+    case Coll::kReduceScatter: r = cfxReduceScatter(sendp, recvp, count, c.dtype, c.op, comm); break;
+    case Coll::kAlltoAll: r = cfxAlltoAll(sendp, recvp, count, c.dtype, comm); break;
+    case Coll::kGather: r = cfxGather(sendp, recvp, count, c.dtype, c.root, comm); break;
+    case Coll::kScatter: r = cfxScatter(sendp, recvp, count, c.dtype, c.root, comm); break;
+    default: return "unsupported collective in test";
+  }
+  if (r != cfxSuccess) return c.str() + ": returned " + cfxGetErrorString(r) + ": " + cfxGetLastError(comm);
+  Checker ck{c, rank, "", 0};
+  const uint8_t* out = static_cast<const uint8_t*>(recvp);
+  size_t out_bytes = 0;
+  auto block_input = [&](int from, size_t i) { return input_value(from, i, c.op); };
+  switch (c.coll) {
+    case Coll::kAllReduce:
+      for (size_t i = 0; i < count; ++i) ck.expect(out, i, reduced_value(n, i, c.op, c.dtype), "recv");
+      out_bytes = count * elem;
+      break;
+    case Coll::kReduce:
+      if (rank == c.root)
+        for (size_t i = 0; i < count; ++i) ck.expect(out, i, reduced_value(n, i, c.op, c.dtype), "recv");
+      out_bytes = rank == c.root ? count * elem : 0;
+      break;
+    case Coll::kBroadcast:
+      for (size_t i = 0; i < count; ++i) ck.expect(out, i, block_input(c.root, i), "recv");
+      out_bytes = count * elem;
+      break;
+    case Coll::kAllGather:
+      for (int from = 0; from < n; ++from)
+        for (size_t i = 0; i < count; ++i) ck.expect(out, from * count + i, block_input(from, i), "recv");
+      out_bytes = count * nn * elem;
+      break;
+    case Coll::kReduceScatter:
+      for (size_t i = 0; i < count; ++i)
+        ck.expect(out, i, reduced_value(n, rank * count + i, c.op, c.dtype), "recv");
+      out_bytes = count * elem;
+      break;
+    case Coll::kAlltoAll:
+      // Rank `from` sent us its block number `rank`: inputs rank*count+i.
+      for (int from = 0; from < n; ++from)
+        for (size_t i = 0; i < count; ++i) ck.expect(out, from * count + i, block_input(from, rank * count + i), "recv");
+      out_bytes = count * nn * elem;
+      break;
+    case Coll::kGather:
+      if (rank == c.root)
+        for (int from = 0; from < n; ++from)
+          for (size_t i = 0; i < count; ++i) ck.expect(out, from * count + i, block_input(from, i), "recv");
+      out_bytes = rank == c.root ? count * nn * elem : 0;
+      break;
+    case Coll::kScatter:
+      for (size_t i = 0; i < count; ++i) ck.expect(out, i, block_input(c.root, rank * count + i), "recv");
+      out_bytes = count * elem;
+      break;
+    default: break;
+  }
+  // Nothing written past the output (out-of-place recv buffer guard).
+  if (!c.in_place) {
+    for (size_t g = recv_elems * elem; g < recv.size(); ++g)
+      if (recv[g] != 0xA5) {
+        ck.errors += "wrote past the end of recvbuff; ";
+        break;
+      }
+    // Rank-local outputs we did not expect to be written stay untouched.
+    if (out_bytes == 0 && recv_elems > 0 && recv[0] != 0xA5) ck.errors += "wrote into an unused recvbuff; ";
+    for (size_t i = 0; i < send_elems && ck.shown < 4; ++i)
+      if (load(send.data(), i, c.dtype) != load(send.data(), i, c.dtype) ||
+          !same(load(send.data(), i, c.dtype), input_value(rank, i, c.op), c.dtype)) {
+        ck.errors += "modified sendbuff; ";
+        break;
+      }
+  }
+  if (ck.errors.empty()) return "";
+  return c.str() + ": " + ck.errors;
+}
+
+}  // namespace conflux::test

@@ -1,0 +1,38 @@
+// Reference results for every collective: deterministic inputs per
+// (rank, index), expected outputs computed independently of conflux in
+// double precision. Inputs are small integers so every datatype represents
+// every partial result exactly, whatever order the algorithm reduces in.
+#pragma once
+
+#include "core/coll.h"
+
+#include <conflux/conflux.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace conflux::test {
+
+double input_value(int rank, size_t index, cfxRedOp_t op);
+// Writes value into element i of a typed buffer / reads it back.
+void store(void* buf, size_t i, cfxDataType_t t, double value);
+double load(const void* buf, size_t i, cfxDataType_t t);
+// The reduction of all ranks' inputs at index i, as the library defines it.
+double reduced_value(int nranks, size_t index, cfxRedOp_t op, cfxDataType_t t);
+
+struct CollCase {
+  Coll coll = Coll::kAllReduce;
+  cfxDataType_t dtype = cfxFloat32;
+  cfxRedOp_t op = cfxSum;
+  size_t count = 0;
+  int root = 0;
+  bool in_place = false;
+  std::string str() const;
+};
+
+// Runs one case on this rank and returns "" or a description of the first
+// wrong elements (and the library's error, if the call failed).
+std::string run_and_check(cfxComm_t comm, int rank, int nranks, const CollCase& c);
+
+}  // namespace conflux::test
