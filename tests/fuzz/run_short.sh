@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer binary of a -DCONFLUX_FUZZ=ON build briefly; builds
+# nothing. Usage: tests/fuzz/run_short.sh BUILD_DIR [SECONDS]   (default 30)
+# Seeds come from ../shared/topologies when it is there.
+set -euo pipefail
+build=${1:?usage: run_short.sh BUILD_DIR [SECONDS]}
+seconds=${2:-30}
+here=$(cd "$(dirname "$0")" && pwd)
+seeds=$here/../../../shared/topologies
+shopt -s nullglob
+bins=("$build"/tests/fuzz/fuzz_*)
+if [ ${#bins[@]} -eq 0 ]; then
+  echo "run_short.sh: no fuzz binaries under $build/tests/fuzz (configure with CC=clang CXX=clang++ -DCONFLUX_FUZZ=ON)" >&2
+  exit 1
+fi
+for bin in "${bins[@]}"; do
+  [ -x "$bin" ] || continue
+  corpus=$(mktemp -d)
+  if [ -d "$seeds" ]; then cp "$seeds"/*.xml "$corpus"/ 2>/dev/null || true; fi
+  echo "== $(basename "$bin") for ${seconds}s"
+  "$bin" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 "$corpus" 2>&1 | tail -n 15
+  rm -rf "$corpus"
+done
