@@ -22,7 +22,15 @@
 namespace conflux {
 
 // Both functions below are written without branches (every case computed, one picked by
-// selects) so the portable kernels' loops vectorise; the result is still exact.
+// mask selects) so the portable kernels' loops can vectorise; the result is still exact.
+// Plain ?: is not enough: GCC sinks the float arithmetic into a branch and then will not
+// if-convert it back (the float op could trap), so the loop stays scalar.
+namespace half_detail {
+inline uint32_t select(bool condition, uint32_t if_true, uint32_t if_false) {
+  const uint32_t mask = 0u - static_cast<uint32_t>(condition);
+  return (if_true & mask) | (if_false & ~mask);
+}
+}  // namespace half_detail
 
 // half -> float, exact.
 inline float half_to_float(uint16_t h) {
@@ -32,11 +40,12 @@ inline float half_to_float(uint16_t h) {
   // Normal: rebias the exponent 15 -> 127 (mantissa moves up with it).
   const uint32_t normal = (magnitude << 13) + ((127u - 15u) << 23);
   // Infinity, or NaN made quiet (F16C quiets signalling NaNs on widening too).
-  const uint32_t inf_nan = 0x7F800000u | (mantissa << 13) | (mantissa != 0 ? 0x00400000u : 0u);
+  const uint32_t inf_nan = 0x7F800000u | (mantissa << 13) | half_detail::select(mantissa != 0, 0x00400000u, 0u);
   // Zero or subnormal: value = mantissa * 2^-24, exact in float (a normal float for
   // mantissa != 0), so one exact conversion and multiply do the normalisation.
   const uint32_t subnormal = std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(mantissa)) * 0x1p-24f);
-  const uint32_t bits = magnitude >= 0x7C00u ? inf_nan : magnitude >= 0x0400u ? normal : subnormal;
+  using half_detail::select;
+  const uint32_t bits = select(magnitude >= 0x7C00u, inf_nan, select(magnitude >= 0x0400u, normal, subnormal));
   return std::bit_cast<float>(sign | bits);
 }
 
@@ -58,10 +67,9 @@ inline uint16_t float_to_half(float f) {
   const uint32_t subnormal = std::bit_cast<uint32_t>(std::bit_cast<float>(ax) + 0.5f) - 0x3F000000u;
   // 65520 = 65504 (largest half) + half an ulp: the tie rounds to the even neighbour,
   // which is 2^16, i.e. infinity. Everything at or above it (and inf itself) is inf.
-  const uint32_t bits = ax > 0x7F800000u   ? nan
-                        : ax >= 0x477FF000u ? 0x7C00u
-                        : ax >= 0x38800000u ? normal
-                                            : subnormal;
+  using half_detail::select;
+  const uint32_t bits =
+      select(ax > 0x7F800000u, nan, select(ax >= 0x477FF000u, 0x7C00u, select(ax >= 0x38800000u, normal, subnormal)));
   return static_cast<uint16_t>(sign | bits);
 }
 
