@@ -8,6 +8,7 @@
 #include "bootstrap/unique_id.h"
 #include "core/op.h"
 #include "core/status.h"
+#include "exec/shm_coll.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/shm/shm_waiter.h"
 #include "transport/transport.h"
@@ -80,6 +81,7 @@ struct cfxComm {
   std::vector<conflux::ShmSegment> peer_segments_;  // by peer; empty if not shm
   std::unique_ptr<conflux::ShmWaiter> shm_waiter_;
   std::vector<uint8_t> scratch_;
+  std::unique_ptr<conflux::ShmCollectives> shm_coll_;  // intra-host fast path, when it applies
 
   uint32_t coll_seq_ = 0;
   std::vector<uint32_t> p2p_send_seq_, p2p_recv_seq_;

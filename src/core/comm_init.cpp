@@ -120,6 +120,11 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
   coll_seq_ = 0;
   CFX_RETURN_IF_ERROR(st);
   my_segment_.unlink();
+  bool single_host = std::all_of(table_.begin(), table_.end(),
+                                 [&](const RankInfo& r) { return r.host_hash == mine.host_hash; });
+  if (single_host && shm_allowed && cfg.shm_collectives) {
+    CFX_ASSIGN_OR_RETURN(shm_coll_, ShmCollectives::create(*this));
+  }
   log_init_summary();
   return Status::Ok();
 }

@@ -37,6 +37,18 @@ size_t reduced_elements(const OpDesc& op, int rank) {
   }
 }
 
+OpSig signature_of(const OpDesc& op, uint32_t seq) {
+  OpSig sig;
+  sig.seq = seq;
+  sig.coll = static_cast<uint8_t>(op.coll);
+  if (op.coll == Coll::kBarrier) return sig;
+  sig.dtype = static_cast<uint8_t>(op.dtype);
+  sig.op = static_cast<uint8_t>(op.op);
+  sig.root = op.root;
+  sig.count = op.coll == Coll::kAlltoAllv ? 0 : op.count;
+  return sig;
+}
+
 bool is_in_place(const OpDesc& op, int rank, int nranks) {
   size_t elem = datatype_size(op.dtype);
   auto* send = static_cast<const uint8_t*>(op.sendbuf);
@@ -118,6 +130,12 @@ Status cfxComm::run_locked(std::vector<OpDesc>& ops) {
 
 Status cfxComm::run_collective(const OpDesc& op) {
   const Config& cfg = config();
+  if (shm_coll_ && shm_coll_->handles(op)) {
+    OpSig sig = signature_of(op, ++coll_seq_);
+    Status st = shm_coll_->run(op, sig, deadline_after_ms(timeout_ms_.load()), &abort_);
+    if (!st.ok()) return st.prepend(describe(sig) + " [shm]: ");
+    return Status::Ok();
+  }
   algo::CollArgs a;
   a.coll = op.coll;
   a.nranks = nranks_;
@@ -136,14 +154,7 @@ Status cfxComm::run_collective(const OpDesc& op) {
   }
   algo::Schedule sched = build_schedule(a);
 
-  OpSig sig;
-  sig.seq = ++coll_seq_;
-  sig.coll = static_cast<uint8_t>(op.coll);
-  sig.dtype = static_cast<uint8_t>(op.dtype);
-  sig.op = static_cast<uint8_t>(op.op);
-  sig.root = op.root;
-  sig.count = op.coll == Coll::kAlltoAllv ? 0 : op.count;
-  if (op.coll == Coll::kBarrier) sig.dtype = sig.op = 0, sig.root = -1, sig.count = 0;
+  OpSig sig = signature_of(op, ++coll_seq_);
 
   ExecContext ctx;
   ctx.links = link_ptrs_;
