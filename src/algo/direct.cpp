@@ -90,11 +90,13 @@ Schedule dissemination_barrier(const CollArgs& a) {
   Schedule s;
   s.algorithm = "dissemination";
   // Round k: tell rank+2^k we arrived, hear from rank-2^k. After ceil(log2 n)
-  // rounds everyone has (transitively) heard from everyone.
+  // rounds everyone has (transitively) heard from everyone -- provided each
+  // round starts only after *every* earlier round's message arrived, so the
+  // receives are chained too, not just the last one before each send.
   int prev = -1;
   for (int d = 1; d < a.nranks; d <<= 1) {
     s.send((a.rank + d) % a.nranks, {kScratch, 0, 0}, {prev});
-    prev = s.recv((a.rank - d + a.nranks) % a.nranks, {kScratch, 0, 0});
+    prev = s.recv((a.rank - d + a.nranks) % a.nranks, {kScratch, 0, 0}, {prev});
   }
   return s;
 }
