@@ -9,6 +9,8 @@
 #include "core/log.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 #include <cstring>
 #include <map>
 
@@ -119,7 +121,25 @@ Status validate(cfxComm* comm, const OpDesc& op) {
   return Status::Ok();
 }
 
+// Marks a call in flight on a communicator for its whole duration, error
+// reporting included, so a concurrent cfxCommAbort never frees it under us.
+class CallGuard {
+ public:
+  explicit CallGuard(cfxComm* comm) : comm_(comm) {
+    if (comm_ != nullptr) comm_->enter_call();
+  }
+  ~CallGuard() {
+    if (comm_ != nullptr) comm_->leave_call();
+  }
+  CallGuard(const CallGuard&) = delete;
+  CallGuard& operator=(const CallGuard&) = delete;
+
+ private:
+  cfxComm* comm_;
+};
+
 cfxResult_t issue(cfxComm* comm, OpDesc op) {
+  CallGuard in_call(comm);
   return guarded(comm, [&]() -> Status {
     CFX_RETURN_IF_ERROR(validate(comm, op));
     if (t_group_depth > 0) {
@@ -133,6 +153,7 @@ cfxResult_t issue(cfxComm* comm, OpDesc op) {
 }
 
 cfxResult_t issue_async(cfxComm* comm, OpDesc op, cfxRequest_t* request) {
+  CallGuard in_call(comm);
   return guarded(comm, [&]() -> Status {
     if (request == nullptr) return invalid_argument("request pointer is NULL");
     *request = nullptr;
@@ -266,6 +287,7 @@ cfxResult_t cfxCommInitFromEnv(cfxComm_t* comm) {
 }
 
 cfxResult_t cfxCommSplit(cfxComm_t comm, int color, int key, cfxComm_t* newcomm) {
+  CallGuard in_call(comm);
   return guarded(comm, [&]() -> Status {
     if (comm == nullptr || newcomm == nullptr) return invalid_argument("cfxCommSplit: comm or newcomm is NULL");
     if (color < CFX_SPLIT_NOCOLOR) return invalid_argument("cfxCommSplit: color must be >= 0 or CFX_SPLIT_NOCOLOR");
@@ -309,7 +331,12 @@ cfxResult_t cfxCommDestroy(cfxComm_t comm) {
 cfxResult_t cfxCommAbort(cfxComm_t comm) {
   if (comm == nullptr) return fail(nullptr, invalid_argument("cfxCommAbort: comm is NULL"));
   comm->abort();
-  delete comm;  // waits for the progress thread; blocked calls return cfxAborted first
+  // Blocked calls notice the flag within one sleep (<= 50 ms) and return
+  // cfxAborted; only then is the communicator freed.
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (comm->calls_in_flight() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  delete comm;  // also waits for the progress thread
   return cfxSuccess;
 }
 
@@ -393,6 +420,7 @@ cfxResult_t cfxGroupEnd(void) {
   }
   cfxResult_t result = cfxSuccess;
   for (cfxComm* comm : order) {
+    CallGuard in_call(comm);
     cfxResult_t r = guarded(comm, [&] { return comm->run(std::move(by_comm[comm])); });
     if (result == cfxSuccess) result = r;
   }

@@ -49,6 +49,11 @@ struct cfxComm {
 
   void abort();
   bool aborted() const { return abort_.load(); }
+  // Calls inside the API on this communicator; cfxCommAbort frees it only
+  // once every such call has returned (with cfxAborted).
+  void enter_call() { in_flight_.fetch_add(1); }
+  void leave_call() { in_flight_.fetch_sub(1); }
+  int calls_in_flight() const { return in_flight_.load(); }
   void set_timeout_ms(int64_t ms) { timeout_ms_.store(ms); }
   cfxResult_t async_error() const { return async_error_.load(); }
 
@@ -87,6 +92,7 @@ struct cfxComm {
   std::vector<uint32_t> p2p_send_seq_, p2p_recv_seq_;
 
   std::atomic<bool> abort_{false};
+  std::atomic<int> in_flight_{0};
   std::atomic<int64_t> timeout_ms_{0};
   std::atomic<cfxResult_t> async_error_{cfxSuccess};
   conflux::Status broken_;  // first fatal error; later calls fail with it

@@ -1,0 +1,260 @@
+// Communicator API behaviour across processes: split, groups, nonblocking
+// operations, bad input that must be refused without harm, mismatched calls,
+// a dead peer, a garbage connection to the rendezvous port.
+#include "bootstrap/socket.h"
+#include "bootstrap/unique_id.h"
+#include "support/mp_harness.h"
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <thread>
+#include <vector>
+
+namespace conflux::test {
+namespace {
+
+std::string expect_code(cfxResult_t got, cfxResult_t want, const char* what, cfxComm_t comm) {
+  if (got == want) return "";
+  return std::string(what) + ": got " + cfxGetErrorString(got) + " (" + cfxGetLastError(comm) + "), expected " +
+         cfxGetErrorString(want) + "\n";
+}
+
+RunOptions quick(std::map<std::string, std::string> extra = {}) {
+  RunOptions o;
+  o.env = {{"CONFLUX_TIMEOUT", "20"}};
+  for (auto& [k, v] : extra) o.env[k] = v;
+  o.timeout_s = 60;
+  return o;
+}
+
+TEST(Api, BadArgumentsAreRefusedAndLeaveTheCommunicatorUsable) {
+  auto body = [](cfxComm_t comm, int rank, int n) -> std::string {
+    std::string e;
+    std::vector<float> a(64, 1.0f), b(64 * n, 0.0f);
+    e += expect_code(cfxAllReduce(nullptr, b.data(), 4, cfxFloat32, cfxSum, comm), cfxInvalidArgument, "null send", comm);
+    e += expect_code(cfxAllReduce(a.data(), nullptr, 4, cfxFloat32, cfxSum, comm), cfxInvalidArgument, "null recv", comm);
+    e += expect_code(cfxAllReduce(a.data(), b.data(), 4, static_cast<cfxDataType_t>(42), cfxSum, comm),
+                     cfxInvalidArgument, "bad type", comm);
+    e += expect_code(cfxAllReduce(a.data(), b.data(), 4, cfxFloat32, static_cast<cfxRedOp_t>(-3), comm),
+                     cfxInvalidArgument, "bad op", comm);
+    e += expect_code(cfxBroadcast(a.data(), b.data(), 4, cfxFloat32, n, comm), cfxInvalidArgument, "root >= n", comm);
+    e += expect_code(cfxReduce(a.data(), b.data(), 4, cfxFloat32, cfxSum, -1, comm), cfxInvalidArgument, "root < 0", comm);
+    e += expect_code(cfxSend(a.data(), 4, cfxFloat32, n + 3, comm), cfxInvalidArgument, "peer out of range", comm);
+    e += expect_code(cfxAllReduce(a.data(), a.data() + 1, 8, cfxFloat32, cfxSum, comm), cfxInvalidArgument,
+                     "partially overlapping buffers", comm);
+    e += expect_code(cfxAllReduce(a.data(), b.data(), 4, cfxFloat32, cfxSum, nullptr), cfxInvalidArgument, "null comm",
+                     nullptr);
+    e += expect_code(cfxAllReduce(a.data(), b.data(), SIZE_MAX / 2, cfxFloat32, cfxSum, comm), cfxInvalidArgument,
+                     "count overflow", comm);
+    if (std::string(cfxGetLastError(comm)).find("allreduce") == std::string::npos)
+      e += "last error does not name the call: " + std::string(cfxGetLastError(comm)) + "\n";
+    // Null buffers are fine when count is 0, and the communicator still works.
+    e += expect_code(cfxAllReduce(nullptr, nullptr, 0, cfxFloat32, cfxSum, comm), cfxSuccess, "count 0", comm);
+    std::vector<float> out(64);
+    e += expect_code(cfxAllReduce(a.data(), out.data(), 64, cfxFloat32, cfxSum, comm), cfxSuccess, "valid call", comm);
+    if (out[63] != static_cast<float>(n)) e += "valid call after errors gave a wrong result\n";
+    (void)rank;
+    return e;
+  };
+  EXPECT_EQ(summarize(run_ranks(3, body, quick())), "");
+}
+
+TEST(Api, InitRejectsBadArguments) {
+  cfxComm_t comm = nullptr;
+  cfxUniqueId id{};
+  EXPECT_EQ(cfxCommInitRank(&comm, 0, id, 0), cfxInvalidArgument);
+  EXPECT_EQ(cfxCommInitRank(&comm, 2, id, 2), cfxInvalidArgument);
+  EXPECT_EQ(cfxCommInitRank(&comm, 2, id, 0), cfxInvalidArgument);  // corrupt (all-zero) id
+  EXPECT_NE(std::string(cfxGetLastError(nullptr)).find("unique id"), std::string::npos) << cfxGetLastError(nullptr);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_EQ(cfxCommInitRank(nullptr, 1, id, 0), cfxInvalidArgument);
+}
+
+TEST(Api, SplitByColorAndKey) {
+  auto body = [](cfxComm_t comm, int rank, int n) -> std::string {
+    std::string e;
+    int color = rank == 0 ? CFX_SPLIT_NOCOLOR : rank % 2;
+    int key = n - rank;  // reverses the order within each colour
+    cfxComm_t sub = nullptr;
+    cfxResult_t r = cfxCommSplit(comm, color, key, &sub);
+    if (r != cfxSuccess) return std::string("split failed: ") + cfxGetLastError(comm);
+    if (color == CFX_SPLIT_NOCOLOR) return sub == nullptr ? "" : "NOCOLOR rank got a communicator";
+    int sub_rank = -1, sub_n = -1;
+    cfxCommUserRank(sub, &sub_rank);
+    cfxCommCount(sub, &sub_n);
+    std::vector<int> members;
+    for (int q = 1; q < n; ++q)
+      if (q % 2 == color) members.push_back(q);
+    std::reverse(members.begin(), members.end());
+    int want_rank = static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin());
+    if (sub_n != static_cast<int>(members.size()) || sub_rank != want_rank)
+      e += "sub rank/size " + std::to_string(sub_rank) + "/" + std::to_string(sub_n) + " expected " +
+           std::to_string(want_rank) + "/" + std::to_string(members.size()) + "\n";
+    int mine = rank, sum = 0;
+    cfxAllReduce(&mine, &sum, 1, cfxInt32, cfxSum, sub);
+    int want = std::accumulate(members.begin(), members.end(), 0);
+    if (sum != want) e += "allreduce on the split communicator: " + std::to_string(sum) + " != " + std::to_string(want);
+    cfxCommDestroy(sub);
+    return e;
+  };
+  EXPECT_EQ(summarize(run_ranks(5, body, quick())), "");
+}
+
+TEST(Api, GroupedSendRecvRingDoesNotDeadlock) {
+  for (const char* transport : {"auto", "tcp"}) {
+    auto body = [](cfxComm_t comm, int rank, int n) -> std::string {
+      const size_t count = 300000;  // larger than every ring and socket buffer
+      std::vector<int32_t> out(count, rank), in(count, -1), self_in(count, -1);
+      cfxGroupStart();
+      cfxSend(out.data(), count, cfxInt32, (rank + 1) % n, comm);
+      cfxRecv(in.data(), count, cfxInt32, (rank - 1 + n) % n, comm);
+      cfxSend(out.data(), count, cfxInt32, rank, comm);  // to self: matched inside the group
+      cfxRecv(self_in.data(), count, cfxInt32, rank, comm);
+      cfxResult_t r = cfxGroupEnd();
+      if (r != cfxSuccess) return std::string("group failed: ") + cfxGetLastError(comm);
+      if (in[0] != (rank - 1 + n) % n || in[count - 1] != (rank - 1 + n) % n) return "wrong data from the left";
+      if (self_in[count - 1] != rank) return "wrong data from self";
+      return "";
+    };
+    EXPECT_EQ(summarize(run_ranks(4, body, quick({{"CONFLUX_TRANSPORT", transport}}))), "") << transport;
+  }
+}
+
+TEST(Api, NonblockingOperationsCompleteInIssueOrder) {
+  auto body = [](cfxComm_t comm, int rank, int n) -> std::string {
+    const int kOps = 16;
+    std::vector<std::vector<float>> in(kOps, std::vector<float>(1000)), out(kOps, std::vector<float>(1000));
+    std::vector<cfxRequest_t> reqs(kOps);
+    for (int i = 0; i < kOps; ++i) {
+      std::fill(in[i].begin(), in[i].end(), static_cast<float>(i + rank));
+      if (cfxIallReduce(in[i].data(), out[i].data(), 1000, cfxFloat32, cfxSum, comm, &reqs[i]) != cfxSuccess)
+        return std::string("issue failed: ") + cfxGetLastError(comm);
+    }
+    // A blocking call issued now runs after all of them.
+    float one = 1, all = 0;
+    cfxAllReduce(&one, &all, 1, cfxFloat32, cfxSum, comm);
+    std::string e;
+    for (int i = 0; i < kOps; ++i) {
+      int done = 0;
+      if (cfxWait(reqs[i]) != cfxSuccess || cfxTest(reqs[i], &done) != cfxSuccess || !done) e += "request failed\n";
+      float want = static_cast<float>(i * n + n * (n - 1) / 2);
+      if (out[i][999] != want) e += "op " + std::to_string(i) + " wrong\n";
+      cfxRequestFree(reqs[i]);
+    }
+    if (all != static_cast<float>(n)) e += "blocking call after nonblocking ones wrong\n";
+    return e;
+  };
+  EXPECT_EQ(summarize(run_ranks(3, body, quick())), "");
+}
+
+TEST(Api, MismatchedCallsAreReportedNotHung) {
+  for (const char* transport : {"auto", "tcp"}) {
+    auto body = [](cfxComm_t comm, int rank, int) -> std::string {
+      std::vector<float> a(100, 1), b(100);
+      cfxResult_t r = rank == 0 ? cfxAllReduce(a.data(), b.data(), 100, cfxFloat32, cfxSum, comm)
+                                : cfxBroadcast(a.data(), b.data(), 100, cfxFloat32, 0, comm);
+      if (r == cfxSuccess) return rank == 0 ? "" : "";  // a side that only sends may finish
+      std::string msg = cfxGetLastError(comm);
+      if (r != cfxInvalidUsage && r != cfxRemoteError) return "unexpected code " + std::string(cfxGetErrorString(r)) + ": " + msg;
+      if (r == cfxInvalidUsage && (msg.find("allreduce") == std::string::npos || msg.find("broadcast") == std::string::npos))
+        return "mismatch message does not name both calls: " + msg;
+      return "";
+    };
+    auto results = run_ranks(2, body, quick({{"CONFLUX_TRANSPORT", transport}}));
+    EXPECT_EQ(summarize(results), "") << transport;
+  }
+}
+
+TEST(Api, DeadPeerIsReportedWithinSeconds) {
+  for (const char* transport : {"auto", "tcp"}) {
+    auto body = [](cfxComm_t comm, int rank, int n) -> std::string {
+      std::vector<float> a(1 << 16, 1), b(1 << 16);
+      cfxAllReduce(a.data(), b.data(), a.size(), cfxFloat32, cfxSum, comm);
+      if (rank == n - 1) raise(SIGKILL);
+      auto t0 = std::chrono::steady_clock::now();
+      cfxResult_t r = cfxAllReduce(a.data(), b.data(), a.size(), cfxFloat32, cfxSum, comm);
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (r == cfxSuccess) return "allreduce with a dead peer succeeded";
+      if (s > 5.0) return "took " + std::to_string(s) + " s to notice";
+      std::string msg = cfxGetLastError(comm);
+      if (r != cfxRemoteError) return std::string("expected a remote error, got ") + cfxGetErrorString(r) + ": " + msg;
+      // Later calls fail fast with the same cause.
+      if (cfxBarrier(comm) == cfxSuccess) return "communicator still usable after a peer died";
+      return "";
+    };
+    auto results = run_ranks(3, body, quick({{"CONFLUX_TRANSPORT", transport}}));
+    ASSERT_EQ(results.size(), 3u);
+    EXPECT_EQ(results[2].exit_code, -SIGKILL);
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(results[r].exit_code, 0) << transport << ": " << results[r].message;
+  }
+}
+
+TEST(Api, GarbageOnTheRendezvousPortDoesNotDisturbInit) {
+  RunOptions o = quick();
+  o.init_comm = false;
+  auto body = [](cfxComm_t, int rank, int n) -> std::string {
+    const cfxUniqueId& id = current_unique_id();
+    if (rank == 0) {
+      // A stray client: connects, writes junk, and one that stalls silently.
+      auto data = decode_unique_id(id);
+      if (!data.ok()) return "bad id";
+      auto junk = Socket::connect_to(data->root, deadline_after_ms(5000));
+      if (!junk.ok()) return "could not connect";
+      const char garbage[] = "GET / HTTP/1.0\r\n\r\n";
+      (void)junk->send_all(garbage, sizeof garbage, deadline_after_ms(1000));
+      auto stall = Socket::connect_to(data->root, deadline_after_ms(5000));
+      (void)stall;
+      cfxComm_t comm = nullptr;
+      if (cfxCommInitRank(&comm, n, id, rank) != cfxSuccess) return std::string("init: ") + cfxGetLastError(nullptr);
+      cfxBarrier(comm);
+      cfxCommDestroy(comm);
+      return "";
+    }
+    cfxComm_t comm = nullptr;
+    if (cfxCommInitRank(&comm, n, id, rank) != cfxSuccess) return std::string("init: ") + cfxGetLastError(nullptr);
+    cfxResult_t r = cfxBarrier(comm);
+    cfxCommDestroy(comm);
+    return r == cfxSuccess ? "" : "barrier failed";
+  };
+  EXPECT_EQ(summarize(run_ranks(3, body, o)), "");
+}
+
+TEST(Api, AbortFromAnotherThreadUnblocksACall) {
+  auto body = [](cfxComm_t comm, int rank, int) -> std::string {
+    if (rank == 1) {
+      sleep(3);  // never joins: rank 0's receive blocks
+      return "";
+    }
+    std::thread aborter([comm] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      cfxCommAbort(comm);
+    });
+    std::vector<float> buf(16);
+    auto t0 = std::chrono::steady_clock::now();
+    cfxResult_t r = cfxRecv(buf.data(), 16, cfxFloat32, 1, comm);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    aborter.join();
+    if (r != cfxAborted) return std::string("expected cfxAborted, got ") + cfxGetErrorString(r);
+    if (s > 1.5) return "abort took " + std::to_string(s) + " s";
+    return "";
+  };
+  RunOptions o = quick();
+  o.init_comm = false;
+  auto wrapped = [&](cfxComm_t, int rank, int n) -> std::string {
+    cfxComm_t comm = nullptr;
+    if (cfxCommInitRank(&comm, n, current_unique_id(), rank) != cfxSuccess) return "init failed";
+    std::string e = body(comm, rank, n);
+    if (rank != 0) cfxCommDestroy(comm);  // rank 0's comm was freed by cfxCommAbort
+    return e;
+  };
+  EXPECT_EQ(summarize(run_ranks(2, wrapped, o)), "");
+}
+
+}  // namespace
+}  // namespace conflux::test
