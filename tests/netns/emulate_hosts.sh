@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Emulated multi-host cluster on one machine: H network namespaces ("hosts"),
+# each joined by a veth pair to a bridge in a "switch" namespace, addresses
+# 10.77.0.<h+1>/24; every rank runs in its host's namespace under its own UTS
+# namespace (distinct hostname), so conflux sees H hosts with R ranks each:
+# shared memory inside a host, TCP between hosts. Traffic only ever goes to
+# addresses inside these namespaces.
+#
+# Source it, then:   cfx_hosts_up H [rate]      (rate e.g. 1gbit caps each host link with tbf)
+#                    cfx_run_cluster H R cmd...  (runs R ranks per host; RANK etc. set; exit status)
+#                    cfx_hosts_down
+# Requires root (ip netns, veth, tc).
+
+CFX_NS_PREFIX=${CFX_NS_PREFIX:-cfxh$$}
+CFX_SUBNET=${CFX_SUBNET:-10.77.0}
+
+cfx_hosts_down() {
+  local ns
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^${CFX_NS_PREFIX}" || true); do
+    ip netns del "$ns" 2>/dev/null || true
+  done
+}
+
+cfx_hosts_up() {
+  local hosts=$1 rate=${2:-}
+  local sw=${CFX_NS_PREFIX}sw
+  ip netns add "$sw"
+  ip -n "$sw" link add br0 type bridge
+  ip -n "$sw" link set br0 up
+  ip -n "$sw" link set lo up
+  local h ns
+  for ((h = 0; h < hosts; h++)); do
+    ns=${CFX_NS_PREFIX}h$h
+    ip netns add "$ns"
+    ip -n "$ns" link set lo up
+    ip link add "cfxv${$}h${h}" type veth peer name "cfxp${$}h${h}"
+    ip link set "cfxv${$}h${h}" netns "$ns"
+    ip link set "cfxp${$}h${h}" netns "$sw"
+    ip -n "$ns" link set "cfxv${$}h${h}" name eth0
+    ip -n "$ns" addr add "${CFX_SUBNET}.$((h + 1))/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$sw" link set "cfxp${$}h${h}" master br0
+    ip -n "$sw" link set "cfxp${$}h${h}" up
+    if [ -n "$rate" ]; then
+      # Cap what each host can send onto the wire (netem is not available here).
+      tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
+    fi
+  done
+}
+
+# cfx_run_cluster HOSTS RANKS_PER_HOST cmd args...
+# Global rank = host * RANKS_PER_HOST + local rank; rendezvous on host 0.
+cfx_run_cluster() {
+  local hosts=$1 per=$2
+  shift 2
+  local port=$((20000 + RANDOM % 20000))
+  local world=$((hosts * per)) pids=() h l rank ns status=0
+  for ((h = 0; h < hosts; h++)); do
+    ns=${CFX_NS_PREFIX}h$h
+    for ((l = 0; l < per; l++)); do
+      rank=$((h * per + l))
+      ip netns exec "$ns" unshare -u env RANK=$rank WORLD_SIZE=$world LOCAL_RANK=$l LOCAL_WORLD_SIZE=$per \
+        CONFLUX_ROOT="${CFX_SUBNET}.1:$port" CONFLUX_JOB_ID="cfx-netns-$port" \
+        sh -c 'hostname "emuhost$1"; shift; exec "$@"' _ "$h" "$@" &
+      pids+=($!)
+    done
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" || status=$?
+  done
+  return $status
+}
