@@ -1,0 +1,154 @@
+// Large operations: no staging copy. Every rank has published its buffer
+// addresses; peers read them directly with process_vm_readv (one kernel copy
+// per byte). Reductions are split: each rank reduces one slice, reading the
+// peers' inputs chunk by chunk into a cache-sized scratch area, and (for
+// AllReduce) then reads the other ranks' reduced slices. A rank returns only
+// once every peer that reads its buffers has said it is done with them.
+#include "core/config.h"
+#include "exec/reduce.h"
+#include "exec/shm_coll_impl.h"
+
+#include <cstring>
+
+namespace conflux {
+
+namespace {
+
+constexpr size_t kCmaChunkBytes = 128 * 1024;  // per peer; a few of them stay in L2
+
+size_t slice_begin(size_t count, int n, int r) { return count * static_cast<size_t>(r) / static_cast<size_t>(n); }
+
+}  // namespace
+
+struct CollRun {
+  ShmCollImpl& s;
+  const OpDesc& op;
+  int parity;
+  size_t elem;
+
+  uint64_t peer_send(int p) const { return s.control(p, parity).sendbuf; }
+  uint64_t peer_recv(int p) const { return s.control(p, parity).recvbuf; }
+
+  // dst[0, bytes) = reduction over ranks of (own + offset) and each peer's
+  // (remote_base(p) + offset); own input first, so dst may alias it. Avg is
+  // finalised here. `sink` sees each finished chunk; with dst == nullptr
+  // chunks are reduced into scratch and only the sink keeps them (Reduce
+  // towards a remote root).
+  template <typename RemoteBase, typename Sink>
+  Status reduce_slice(uint8_t* dst, const uint8_t* own, size_t offset, size_t bytes, RemoteBase remote_base,
+                      Sink sink) {
+    const int n = s.nranks_;
+    size_t chunk = std::min(kCmaChunkBytes, config().chunk_bytes);
+    chunk = std::max(elem, chunk / elem * elem);
+    uint8_t* scratch = s.tmp(chunk * static_cast<size_t>(n));
+    std::vector<const void*> srcs(n);
+    for (size_t done = 0; done < bytes; done += chunk) {
+      size_t len = std::min(chunk, bytes - done);
+      srcs[0] = own + done;
+      int k = 1;
+      for (int p = 0; p < n; ++p) {
+        if (p == s.rank_) continue;
+        uint8_t* buf = scratch + chunk * static_cast<size_t>(k);
+        CFX_RETURN_IF_ERROR(s.cma_read(p, remote_base(p) + offset + done, buf, len));
+        srcs[k++] = buf;
+      }
+      uint8_t* out = dst ? dst + done : scratch;  // scratch's first chunk is free: own input needs none
+      reduce_many(out, srcs.data(), n, len / elem, op.dtype, op.op);
+      if (op.op == cfxAvg) finalize_avg(out, len / elem, op.dtype, n);
+      CFX_RETURN_IF_ERROR(sink(out, done, len));
+    }
+    return Status::Ok();
+  }
+};
+
+Status ShmCollImpl::run_cma(const OpDesc& op, int parity) {
+  const size_t elem = datatype_size(op.dtype);
+  const size_t block = op.count * elem;
+  const int n = nranks_, me = rank_;
+  const uint64_t k = op_;
+  auto* recv = static_cast<uint8_t*>(op.recvbuf);
+  auto* send = static_cast<const uint8_t*>(op.sendbuf);
+  CollRun cr{*this, op, parity, elem};
+  auto no_sink = [](uint8_t*, size_t, size_t) { return Status::Ok(); };
+  auto send_of = [&](int p) { return cr.peer_send(p); };
+  auto at = [&](size_t b, int r) { return b * static_cast<size_t>(r); };
+  int waits_on = -1;  // whose "finished" this rank must see before returning (-1: everyone)
+
+  switch (op.coll) {
+    case Coll::kAllReduce: {
+      size_t lo = slice_begin(op.count, n, me) * elem, hi = slice_begin(op.count, n, me + 1) * elem;
+      CFX_RETURN_IF_ERROR(cr.reduce_slice(recv + lo, send + lo, lo, hi - lo, send_of, no_sink));
+      publish(k * 4 + kMidway);
+      CFX_RETURN_IF_ERROR(wait_for(k * 4 + kMidway, -1, "finish reducing its slice"));
+      for (int p = 0; p < n; ++p) {
+        if (p == me) continue;
+        size_t plo = slice_begin(op.count, n, p) * elem, phi = slice_begin(op.count, n, p + 1) * elem;
+        CFX_RETURN_IF_ERROR(cma_read(p, cr.peer_recv(p) + plo, recv + plo, phi - plo));
+      }
+      break;
+    }
+    case Coll::kReduce: {
+      size_t lo = slice_begin(op.count, n, me) * elem, hi = slice_begin(op.count, n, me + 1) * elem;
+      if (me == op.root) {
+        CFX_RETURN_IF_ERROR(cr.reduce_slice(recv + lo, send + lo, lo, hi - lo, send_of, no_sink));
+      } else {
+        // Reduce into scratch, then write each finished chunk into the
+        // root's output (a non-root's recvbuf is not its to use).
+        uint64_t root_out = cr.peer_recv(op.root) + lo;
+        auto to_root = [&](uint8_t* d, size_t off, size_t l) { return cma_write(op.root, root_out + off, d, l); };
+        CFX_RETURN_IF_ERROR(cr.reduce_slice(nullptr, send + lo, lo, hi - lo, send_of, to_root));
+      }
+      break;
+    }
+    case Coll::kReduceScatter: {
+      size_t off = at(block, me);
+      CFX_RETURN_IF_ERROR(cr.reduce_slice(recv, send + off, off, block, send_of, no_sink));
+      break;
+    }
+    case Coll::kAllGather:
+      if (send != recv + at(block, me)) std::memcpy(recv + at(block, me), send, block);
+      for (int p = 0; p < n; ++p)
+        if (p != me) CFX_RETURN_IF_ERROR(cma_read(p, cr.peer_send(p), recv + at(block, p), block));
+      break;
+    case Coll::kGather:
+      if (me == op.root) {
+        if (send != recv + at(block, me)) std::memcpy(recv + at(block, me), send, block);
+        for (int p = 0; p < n; ++p)
+          if (p != me) CFX_RETURN_IF_ERROR(cma_read(p, cr.peer_send(p), recv + at(block, p), block));
+      }
+      waits_on = me == op.root ? n : op.root;  // the root reads; nobody reads the root
+      break;
+    case Coll::kBroadcast:
+      if (me != op.root) CFX_RETURN_IF_ERROR(cma_read(op.root, cr.peer_send(op.root), recv, block));
+      else if (send != recv) std::memcpy(recv, send, block);
+      waits_on = me == op.root ? -1 : n;  // only the root's buffer is read
+      break;
+    case Coll::kScatter:
+      if (me != op.root) CFX_RETURN_IF_ERROR(cma_read(op.root, cr.peer_send(op.root) + at(block, me), recv, block));
+      else if (send + at(block, me) != recv) std::memcpy(recv, send + at(block, me), block);
+      waits_on = me == op.root ? -1 : n;
+      break;
+    case Coll::kAlltoAll: {
+      // In place, peers read this rank's blocks out of recvbuf: gather into
+      // scratch and copy over only once everyone has read.
+      const bool in_place = send == recv;
+      uint8_t* dst = in_place ? tmp(at(block, n)) : recv;
+      for (int p = 0; p < n; ++p) {
+        if (p == me) std::memcpy(dst + at(block, p), send + at(block, me), block);
+        else CFX_RETURN_IF_ERROR(cma_read(p, cr.peer_send(p) + at(block, me), dst + at(block, p), block));
+      }
+      if (in_place) {
+        publish(k * 4 + kMidway);
+        CFX_RETURN_IF_ERROR(wait_for(k * 4 + kMidway, -1, "finish reading its blocks"));
+        std::memcpy(recv, dst, at(block, n));
+      }
+      break;
+    }
+    default: return internal_error("shared collectives: unexpected collective on the single-copy path");
+  }
+  publish(k * 4 + kFinished);
+  if (waits_on == n) return Status::Ok();  // nobody reads this rank's buffers
+  return wait_for(k * 4 + kFinished, waits_on, "finish reading this rank's buffers");
+}
+
+}  // namespace conflux

@@ -1,0 +1,101 @@
+// Internals of the intra-host collectives (issue 3). One shared segment per
+// communicator holds, per rank: a progress counter on its own cache line, a
+// control block (the call's OpSig and buffer addresses) and an eager slot for
+// small payloads, both double-buffered by operation parity so no trailing
+// barrier is needed on the eager path. Large payloads never pass through the
+// segment: ranks read each other's user buffers directly with
+// process_vm_readv (Cross Memory Attach), so each byte is copied once.
+#pragma once
+
+#include "exec/shm_coll.h"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace conflux {
+
+struct alignas(64) CollCounter {
+  std::atomic<uint64_t> value{0};
+};
+
+// What a rank publishes for one operation before it announces it.
+struct alignas(64) CollControl {
+  OpSig sig;
+  uint64_t sendbuf = 0;  // addresses in the publishing process, for CMA reads
+  uint64_t recvbuf = 0;
+  uint64_t probe = 0;    // set-up only: address of a word peers read to test CMA
+};
+
+struct CollSegmentHeader {
+  alignas(64) std::atomic<uint32_t> epoch{0};     // futex word: bumped when a sleeper must wake
+  alignas(64) std::atomic<uint32_t> sleepers{0};  // ranks inside (or about to enter) futex_wait
+};
+
+// Offsets of each part inside the segment, the same in every process.
+struct CollLayout {
+  int nranks = 0;
+  size_t slot_bytes = 0;
+  size_t counters_off() const { return sizeof(CollSegmentHeader); }
+  size_t controls_off() const { return counters_off() + sizeof(CollCounter) * nranks; }
+  size_t slots_off() const { return controls_off() + sizeof(CollControl) * 2 * nranks; }
+  size_t total_bytes() const { return slots_off() + slot_bytes * 2 * nranks; }
+};
+
+// Progress values: op k (from 1) moves each rank's counter through
+// k*4+kAnnounced (control + eager slot written), k*4+kMidway (its share of a
+// two-phase algorithm is ready) and k*4+kFinished (it no longer reads peers).
+enum CollPhase : uint64_t { kAnnounced = 1, kMidway = 2, kFinished = 3 };
+
+class ShmCollImpl final : public ShmCollectives {
+ public:
+  ShmCollImpl(int rank, int nranks, uint8_t* base, size_t bytes, size_t slot_bytes, std::vector<int> pids);
+  ~ShmCollImpl() override;
+
+  bool handles(const OpDesc& op) const override;
+  Status run(const OpDesc& op, const OpSig& sig, Deadline deadline, const std::atomic<bool>* abort) override;
+
+  // Set-up helpers used by create().
+  CollControl& control(int rank, int parity) const;
+  Status cma_read(int peer, uint64_t remote, void* local, size_t bytes) const;
+  uint64_t probe_word = 0;  // read by a peer at set-up
+
+ private:
+  friend struct CollRun;
+  CollCounter& counter(int rank) const;
+  uint8_t* slot(int rank, int parity) const;
+
+  // Publishing and waiting (shm_coll_sync.cpp).
+  void publish(uint64_t value);
+  // Waits until rank `only` (or every peer when only < 0) reaches `target`.
+  Status wait_for(uint64_t target, int only, const char* what);
+  Status check_peers_alive(uint64_t target, int only) const;
+
+  // The algorithms (shm_coll_eager.cpp, shm_coll_cma.cpp); the announce
+  // round and the signature check have happened.
+  Status run_eager(const OpDesc& op, int parity);
+  Status run_cma(const OpDesc& op, int parity);
+  Status cma_write(int peer, uint64_t remote, const void* local, size_t bytes) const;
+  uint8_t* tmp(size_t bytes);
+
+  int rank_, nranks_;
+  uint8_t* base_;
+  size_t bytes_;
+  CollLayout layout_;
+  std::vector<int> pids_, pidfds_;
+  uint64_t op_ = 0;  // operations run so far on this path (the same on every rank)
+  Deadline deadline_{};
+  const std::atomic<bool>* abort_ = nullptr;
+  std::string what_op_;  // for wait errors
+  int spin_ = 0;
+  int yields_ = 0;
+  std::vector<uint8_t> tmp_;
+};
+
+// Bytes each rank (or the root) puts in its eager slot for op: a function
+// of the call's signature only, so every rank makes the same choice.
+size_t eager_bytes(const OpDesc& op, int nranks);
+
+}  // namespace conflux

@@ -1,0 +1,142 @@
+// Publishing progress and waiting for peers on the shared segment. A waiter
+// spins briefly (ranks usually arrive together), then yields, then sleeps on
+// one futex word that publishers bump only when someone sleeps, so the
+// common case makes no system call. Sleeps are sliced (50 ms) to notice the
+// deadline, the abort flag and dead peers.
+#include "core/log.h"
+#include "exec/shm_coll_impl.h"
+
+#include <emmintrin.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstring>
+
+namespace conflux {
+
+namespace {
+
+constexpr int kSliceMs = 50;
+
+CollSegmentHeader& header(uint8_t* base) { return *reinterpret_cast<CollSegmentHeader*>(base); }
+
+}  // namespace
+
+void ShmCollImpl::publish(uint64_t value) {
+  counter(rank_).value.store(value, std::memory_order_release);
+  // Pairs with the waiter's increment of `sleepers` before its last check
+  // (Dekker): either it sees our value or we see it sleeping.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  CollSegmentHeader& h = header(base_);
+  if (h.sleepers.load(std::memory_order_relaxed) > 0) {
+    h.epoch.fetch_add(1, std::memory_order_seq_cst);
+    syscall(SYS_futex, reinterpret_cast<uint32_t*>(&h.epoch), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  }
+}
+
+Status ShmCollImpl::check_peers_alive(uint64_t target, int only) const {
+  for (int p = 0; p < nranks_; ++p) {
+    if (p == rank_ || (only >= 0 && p != only)) continue;
+    if (counter(p).value.load(std::memory_order_acquire) >= target) continue;
+    bool dead;
+    if (pidfds_[p] >= 0) {
+      pollfd pfd{pidfds_[p], POLLIN, 0};
+      dead = ::poll(&pfd, 1, 0) > 0;  // readable once the process has exited
+    } else {
+      dead = ::kill(pids_[p], 0) != 0 && errno == ESRCH;
+    }
+    if (dead)
+      return remote_error("rank " + std::to_string(p) + " (pid " + std::to_string(pids_[p]) +
+                          ", same host) exited or was killed");
+  }
+  return Status::Ok();
+}
+
+Status ShmCollImpl::wait_for(uint64_t target, int only, const char* what) {
+  auto arrived = [&] {
+    for (int p = 0; p < nranks_; ++p) {
+      if (p == rank_ || (only >= 0 && p != only)) continue;
+      if (counter(p).value.load(std::memory_order_acquire) < target) return false;
+    }
+    return true;
+  };
+  for (int i = 0; i < spin_; ++i) {
+    if (arrived()) return Status::Ok();
+    _mm_pause();
+  }
+  for (int i = 0; i < yields_; ++i) {
+    if (arrived()) return Status::Ok();
+    sched_yield();
+  }
+  CollSegmentHeader& h = header(base_);
+  for (;;) {
+    if (arrived()) return Status::Ok();
+    if (abort_ && abort_->load(std::memory_order_relaxed)) return aborted_error("communicator was aborted");
+    CFX_RETURN_IF_ERROR(check_peers_alive(target, only));
+    auto now = Clock::now();
+    if (now >= deadline_) {
+      std::string missing;
+      for (int p = 0; p < nranks_; ++p) {
+        if (p == rank_ || (only >= 0 && p != only)) continue;
+        if (counter(p).value.load(std::memory_order_acquire) < target)
+          missing += (missing.empty() ? "" : ", ") + std::to_string(p);
+      }
+      return timeout_error("timed out waiting for rank(s) " + missing + " to " + what);
+    }
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - now).count();
+    int slice = static_cast<int>(std::min<int64_t>(kSliceMs, std::max<int64_t>(1, left)));
+    h.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    uint32_t epoch = h.epoch.load(std::memory_order_seq_cst);
+    if (!arrived()) {
+      timespec ts{0, static_cast<long>(slice) * 1000000L};
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&h.epoch), FUTEX_WAIT, epoch, &ts, nullptr, 0);
+    }
+    h.sleepers.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+Status ShmCollImpl::cma_read(int peer, uint64_t remote, void* local, size_t bytes) const {
+  auto* dst = static_cast<uint8_t*>(local);
+  while (bytes > 0) {
+    iovec l{dst, bytes}, r{reinterpret_cast<void*>(remote), bytes};
+    ssize_t got = process_vm_readv(pids_[peer], &l, 1, &r, 1, 0);
+    if (got <= 0) {
+      int err = got < 0 ? errno : EIO;
+      if (err == EINTR) continue;
+      if (err == ESRCH) return remote_error("rank " + std::to_string(peer) + " exited or was killed");
+      return system_error("reading rank " + std::to_string(peer) + "'s buffer (process_vm_readv)", err);
+    }
+    dst += got;
+    remote += static_cast<uint64_t>(got);
+    bytes -= static_cast<size_t>(got);
+  }
+  return Status::Ok();
+}
+
+Status ShmCollImpl::cma_write(int peer, uint64_t remote, const void* local, size_t bytes) const {
+  auto* src = static_cast<const uint8_t*>(local);
+  while (bytes > 0) {
+    iovec l{const_cast<uint8_t*>(src), bytes}, r{reinterpret_cast<void*>(remote), bytes};
+    ssize_t put = process_vm_writev(pids_[peer], &l, 1, &r, 1, 0);
+    if (put <= 0) {
+      int err = put < 0 ? errno : EIO;
+      if (err == EINTR) continue;
+      if (err == ESRCH) return remote_error("rank " + std::to_string(peer) + " exited or was killed");
+      return system_error("writing rank " + std::to_string(peer) + "'s buffer (process_vm_writev)", err);
+    }
+    src += put;
+    remote += static_cast<uint64_t>(put);
+    bytes -= static_cast<size_t>(put);
+  }
+  return Status::Ok();
+}
+
+}  // namespace conflux
