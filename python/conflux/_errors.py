@@ -1,0 +1,29 @@
+"""The one exception type of the conflux package."""
+
+
+class Error(Exception):
+    """A conflux call failed.
+
+    Attributes:
+        code: the library's result code (an int equal to a conflux.Result
+            value, e.g. Result.TIMEOUT).
+        message: what failed, as cfxGetLastError reports it (rank, peer,
+            call, sequence number) or the binding's argument check.
+    """
+
+    def __init__(self, message, code):
+        super().__init__(message, code)
+        self.message = message
+        self.code = code
+
+    @property
+    def code_name(self):
+        """The result code's name, e.g. 'INVALID_ARGUMENT'."""
+        from . import _conflux
+        try:
+            return _conflux.Result(self.code).name
+        except ValueError:
+            return str(self.code)
+
+    def __str__(self):
+        return f"[{self.code_name}] {self.message}"
