@@ -139,8 +139,21 @@ PYBIND11_MODULE(_conflux, m) {
              return r;
            },
            "The first error seen outside a call's own result (Result.SUCCESS if none).")
-      .def("abort", [](PyComm& c) { check(cfxCommAbort(live(c)), nullptr, "cfxCommAbort"); },
-           "Abort: pending and future operations fail with ABORTED.")
+      .def("abort",
+           [](PyComm& c) {
+             // cfxCommAbort frees the communicator (as ncclCommAbort does):
+             // forget it first so nothing destroys it a second time.
+             cfxComm_t comm = live(c);
+             c.handle()->comm = nullptr;
+             cfxResult_t rc;
+             {
+               py::gil_scoped_release nogil;
+               rc = cfxCommAbort(comm);
+             }
+             check(rc, nullptr, "cfxCommAbort");
+           },
+           "Abort: operations in flight fail with ABORTED, then the communicator is released "
+           "(only destroy-like use of it remains valid).")
       .def("destroy", &destroy, "Release the communicator now (also done when it is garbage collected).")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__", [](PyComm& c, py::args) { destroy(c); })
