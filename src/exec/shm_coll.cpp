@@ -12,6 +12,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -71,7 +72,7 @@ ShmCollImpl::ShmCollImpl(int rank, int nranks, uint8_t* base, size_t bytes, size
   // waits for, so give the core away almost at once.
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   bool oversubscribed = static_cast<unsigned>(nranks) > cores;
-  spin_ = oversubscribed ? 32 : std::max(64, config().spin_iterations * 4);
+  spin_ = oversubscribed ? 32 : std::clamp(config().spin_iterations / 2, 64, 1000);
   yields_ = oversubscribed ? 64 : 16;
 }
 
