@@ -21,6 +21,8 @@ struct RankInfo {
   char shm_name[48] = {};         // its shared-memory segment, for same-host peers
   uint64_t shm_bytes = 0;
   uint64_t pid_start_time = 0;    // with pid, identifies the process (pids get reused)
+  uint32_t ofi_name_len = 0;      // libfabric endpoint address (CONFLUX_TRANSPORT=ofi), else 0
+  char ofi_name[92] = {};
 };
 
 // This host's identity: CONFLUX_HOSTID when set, else hostname + boot id.

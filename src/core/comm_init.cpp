@@ -10,6 +10,9 @@
 #include "exec/executor.h"
 #include "transport/shm/shm_link.h"
 #include "transport/tcp/tcp_link.h"
+#ifdef CONFLUX_HAVE_OFI
+#include "transport/ofi/ofi_setup.h"  // ofi hook
+#endif
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -83,6 +86,16 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
     shm_waiter_ = std::make_unique<ShmWaiter>(my_segment_.doorbell());
   }
 
+  // ofi hook (issue 7): the endpoint opens before the exchange, its address travels in RankInfo.
+#ifdef CONFLUX_HAVE_OFI
+  std::shared_ptr<OfiFabric> ofi;
+  if (cfg.transport == TransportChoice::kOfi) {
+    CFX_ASSIGN_OR_RETURN(ofi, ofi_open_endpoint(&mine));
+  }
+#else
+  if (cfg.transport == TransportChoice::kOfi)
+    return invalid_usage("CONFLUX_TRANSPORT=ofi: this conflux was built without libfabric (libfabric-dev not found)");
+#endif
   CFX_ASSIGN_OR_RETURN(table_, bootstrap_exchange(id, rank, nranks, mine, deadline));
 
   links_.resize(nranks);
@@ -100,6 +113,9 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
       use_tcp[p] = true;
     }
   }
+#ifdef CONFLUX_HAVE_OFI  // ofi hook: every peer, same host or not
+  if (ofi) CFX_RETURN_IF_ERROR(ofi_connect_peers(ofi, table_, rank, id.comm_id, &links_, &use_shm, &use_tcp));
+#endif
   CFX_RETURN_IF_ERROR(open_shm_peers(use_shm));
   CFX_RETURN_IF_ERROR(connect_tcp_peers(listener, use_tcp, deadline));
   if (std::none_of(use_shm.begin(), use_shm.end(), [](bool b) { return b; })) shm_waiter_.reset();

@@ -1,0 +1,254 @@
+#include "transport/ofi/ofi_fabric.h"
+
+#include "core/log.h"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+namespace conflux {
+namespace {
+
+constexpr uint32_t kApiVersion = FI_VERSION(1, 9);
+// Modes of memory registration we can honour for tagged send/receive:
+// descriptors on every local buffer (LOCAL), registrations bound to the
+// endpoint (ENDPOINT); VIRT_ADDR, ALLOCATED and PROV_KEY only matter for RMA,
+// which we do not use, and cost nothing to accept.
+constexpr uint64_t kMrModes = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+constexpr size_t kMrCacheLimit = 4096;
+
+fi_info* make_hints(const std::string& provider, bool manual_progress) {
+  fi_info* hints = fi_allocinfo();
+  hints->caps = FI_TAGGED | FI_MSG;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->domain_attr->mr_mode = static_cast<int>(kMrModes);
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;  // the executor serialises all calls
+  if (manual_progress) {
+    hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+    hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+  }
+  if (!provider.empty()) hints->fabric_attr->prov_name = strdup(provider.c_str());
+  return hints;
+}
+
+// Providers fi_getinfo offers here for our needs (or at all, if none does).
+std::string offered_providers() {
+  std::set<std::string> names;
+  for (bool requirements : {true, false}) {
+    fi_info* hints = requirements ? make_hints("", false) : nullptr;
+    fi_info* list = nullptr;
+    if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &list) == 0) {
+      for (fi_info* i = list; i != nullptr; i = i->next)
+        if (i->fabric_attr && i->fabric_attr->prov_name) names.insert(i->fabric_attr->prov_name);
+      fi_freeinfo(list);
+    }
+    if (hints) fi_freeinfo(hints);
+    if (!names.empty()) {
+      std::string s = requirements ? "offered for FI_EP_RDM + FI_TAGGED: " : "none with FI_EP_RDM + FI_TAGGED; present: ";
+      bool first = true;
+      for (const auto& n : names) {
+        s += (first ? "\"" : ", \"") + n + "\"";
+        first = false;
+      }
+      return s;
+    }
+  }
+  return "fi_getinfo offers no provider at all";
+}
+
+}  // namespace
+
+Status ofi_error(const std::string& what, int ret) {
+  return remote_error(what + " failed: " + fi_strerror(-ret) + " (" + std::to_string(ret) + ")");
+}
+
+Result<std::shared_ptr<OfiFabric>> OfiFabric::open(const std::string& provider) {
+  fi_info* info = nullptr;
+  int ret = -FI_ENODATA;
+  // Manual progress first (we drive it anyway); a provider that only
+  // offers automatic progress is still fine to use.
+  for (bool manual : {true, false}) {
+    fi_info* hints = make_hints(provider, manual);
+    ret = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &info);
+    fi_freeinfo(hints);
+    if (ret == 0) break;
+  }
+  if (ret != 0) {
+    return invalid_usage("libfabric: no provider " + (provider.empty() ? std::string("") : "\"" + provider + "\" ") +
+                         "offers FI_EP_RDM with FI_TAGGED|FI_MSG and MR modes we can honour (fi_getinfo: " +
+                         fi_strerror(-ret) + "); " + offered_providers() +
+                         ". Set CONFLUX_OFI_PROVIDER to one of them");
+  }
+  std::shared_ptr<OfiFabric> f(new OfiFabric());
+  Status st = f->init(info);  // takes ownership of info
+  if (!st.ok()) return st.prepend("libfabric provider \"" + f->provider_ + "\": ");
+  return f;
+}
+
+Status OfiFabric::init(fi_info* info) {
+  info_ = info;
+  provider_ = info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "?";
+  max_msg_size_ = info->ep_attr->max_msg_size;
+  const uint64_t mr_mode = static_cast<uint64_t>(info->domain_attr->mr_mode);
+  const char* force = std::getenv("CONFLUX_OFI_MR");  // "always": register even if not required (tests)
+  register_ = (mr_mode & FI_MR_LOCAL) != 0 || (force != nullptr && std::strcmp(force, "always") == 0);
+  mr_endpoint_ = (mr_mode & FI_MR_ENDPOINT) != 0;
+
+  int ret = fi_fabric(info->fabric_attr, &fabric_, nullptr);
+  if (ret) return ofi_error("fi_fabric", ret);
+  ret = fi_domain(fabric_, info, &domain_, nullptr);
+  if (ret) return ofi_error("fi_domain", ret);
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_TAGGED;
+  cq_attr.wait_obj = FI_WAIT_NONE;
+  ret = fi_cq_open(domain_, &cq_attr, &cq_, nullptr);
+  if (ret) return ofi_error("fi_cq_open", ret);
+  fi_av_attr av_attr{};
+  av_attr.type = info->domain_attr->av_type != FI_AV_UNSPEC ? info->domain_attr->av_type : FI_AV_TABLE;
+  ret = fi_av_open(domain_, &av_attr, &av_, nullptr);
+  if (ret) return ofi_error("fi_av_open", ret);
+  ret = fi_endpoint(domain_, info, &ep_, nullptr);
+  if (ret) return ofi_error("fi_endpoint", ret);
+  ret = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV);
+  if (ret) return ofi_error("fi_ep_bind(cq)", ret);
+  ret = fi_ep_bind(ep_, &av_->fid, 0);
+  if (ret) return ofi_error("fi_ep_bind(av)", ret);
+  ret = fi_enable(ep_);
+  if (ret) return ofi_error("fi_enable", ret);
+  size_t len = 64;
+  name_.resize(len);
+  ret = fi_getname(&ep_->fid, name_.data(), &len);
+  if (ret == -FI_ETOOSMALL) {
+    name_.resize(len);
+    ret = fi_getname(&ep_->fid, name_.data(), &len);
+  }
+  if (ret) return ofi_error("fi_getname", ret);
+  name_.resize(len);
+  CFX_INFO(kNet, "libfabric %s: max_msg_size %zu, mr_mode 0x%llx%s", provider_.c_str(), max_msg_size_,
+           static_cast<unsigned long long>(mr_mode), register_ ? " (registering buffers)" : "");
+  return Status::Ok();
+}
+
+OfiFabric::~OfiFabric() {
+  // Endpoint first: nothing completes into our requests after this.
+  if (ep_) fi_close(&ep_->fid);
+  for (auto& [key, mr] : mr_cache_) fi_close(&mr->fid);
+  if (av_) fi_close(&av_->fid);
+  if (cq_) fi_close(&cq_->fid);
+  if (domain_) fi_close(&domain_->fid);
+  if (fabric_) fi_close(&fabric_->fid);
+  if (info_) fi_freeinfo(info_);
+}
+
+Result<fi_addr_t> OfiFabric::insert_peer(const std::string& name, int peer) {
+  fi_addr_t addr = FI_ADDR_UNSPEC;
+  int ret = fi_av_insert(av_, name.data(), 1, &addr, 0, nullptr);
+  if (ret != 1) return ofi_error("fi_av_insert for rank " + std::to_string(peer), ret < 0 ? ret : -FI_EINVAL);
+  return addr;
+}
+
+OfiReq* OfiFabric::new_requests(size_t n) {
+  requests_.push_back(std::make_unique<OfiReq[]>(n));
+  return requests_.back().get();
+}
+
+Result<void*> OfiFabric::descriptor(const void* buf, size_t len) {
+  if (!register_ || len == 0) return static_cast<void*>(nullptr);
+  const auto b = reinterpret_cast<uintptr_t>(buf);
+  // Executors send slices of one user buffer: a registration that contains
+  // the slice serves it. Look at the few regions starting at or below b.
+  auto it = mr_cache_.upper_bound({b, SIZE_MAX});
+  for (int k = 0; k < 8 && it != mr_cache_.begin(); ++k) {
+    --it;
+    if (it->first.first <= b && b + len <= it->first.first + it->first.second) return fi_mr_desc(it->second);
+  }
+  if (mr_cache_.size() >= kMrCacheLimit && in_flight_ == 0) {
+    // Nothing posted refers to a registration now: start over rather than
+    // grow without bound (slices of many buffers, or freed buffers).
+    CFX_INFO(kNet, "libfabric: dropping %zu cached registrations", mr_cache_.size());
+    for (auto& [k, m] : mr_cache_) fi_close(&m->fid);
+    mr_cache_.clear();
+  }
+  fid_mr* mr = nullptr;
+  const uint64_t key = ++mr_keys_;  // unique when the provider does not choose keys
+  int ret = fi_mr_reg(domain_, buf, len, FI_SEND | FI_RECV, 0, key, 0, &mr, nullptr);
+  if (ret) return ofi_error("fi_mr_reg of " + std::to_string(len) + " bytes", ret);
+  if (mr_endpoint_) {
+    ret = fi_mr_bind(mr, &ep_->fid, 0);
+    if (!ret) ret = fi_mr_enable(mr);
+    if (ret) {
+      fi_close(&mr->fid);
+      return ofi_error("fi_mr_bind/enable", ret);
+    }
+  }
+  mr_cache_[{b, len}] = mr;
+  return fi_mr_desc(mr);
+}
+
+Status OfiFabric::post_send(const void* buf, size_t len, fi_addr_t dest, uint64_t tag, OfiReq* req) {
+  CFX_ASSIGN_OR_RETURN(void* desc, descriptor(buf, len));
+  req->done = false;
+  req->error.clear();
+  ssize_t ret = fi_tsend(ep_, buf, len, desc, dest, tag, &req->ctx);
+  if (ret == -FI_EAGAIN) return Status::Ok();
+  if (ret) return ofi_error("fi_tsend", static_cast<int>(ret));
+  req->posted = true;
+  ++in_flight_;
+  return Status::Ok();
+}
+
+Status OfiFabric::post_recv(void* buf, size_t len, uint64_t tag, OfiReq* req) {
+  CFX_ASSIGN_OR_RETURN(void* desc, descriptor(buf, len));
+  req->done = false;
+  req->error.clear();
+  // The source rank is in the tag, so no directed receive is needed.
+  ssize_t ret = fi_trecv(ep_, buf, len, desc, FI_ADDR_UNSPEC, tag, 0, &req->ctx);
+  // shm answers -FI_ENOMEM while its receive pool is full: retry like EAGAIN.
+  if (ret == -FI_EAGAIN || ret == -FI_ENOMEM) return Status::Ok();
+  if (ret) return ofi_error("fi_trecv", static_cast<int>(ret));
+  req->posted = true;
+  ++in_flight_;
+  return Status::Ok();
+}
+
+Status OfiFabric::poll(bool* progressed) {
+  fi_cq_tagged_entry entries[16];
+  for (int round = 0; round < 8; ++round) {
+    ssize_t n = fi_cq_read(cq_, entries, 16);
+    if (n == -FI_EAGAIN) return Status::Ok();
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      ssize_t r = fi_cq_readerr(cq_, &err, 0);
+      if (r < 0) return ofi_error("fi_cq_readerr", static_cast<int>(r));
+      char buf[256] = {};
+      const char* prov_msg = fi_cq_strerror(cq_, err.prov_errno, err.err_data, buf, sizeof buf);
+      std::string msg = std::string(fi_strerror(err.err)) + " (provider: " + (prov_msg ? prov_msg : "?") + ")";
+      auto* req = static_cast<OfiReq*>(err.op_context);
+      if (req == nullptr) return remote_error("libfabric " + provider_ + " completion error: " + msg);
+      req->posted = false;
+      --in_flight_;
+      req->done = true;
+      req->len = err.len;
+      req->error = msg;
+      *progressed = true;
+      continue;
+    }
+    if (n < 0) return ofi_error("fi_cq_read", static_cast<int>(n));
+    for (ssize_t i = 0; i < n; ++i) {
+      auto* req = static_cast<OfiReq*>(entries[i].op_context);
+      req->posted = false;
+      --in_flight_;
+      req->done = true;
+      req->len = entries[i].len;
+    }
+    *progressed = true;
+    if (n < 16) return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+}  // namespace conflux

@@ -1,0 +1,88 @@
+// One libfabric endpoint per communicator: fabric, domain, address vector,
+// completion queue and an RDM endpoint, shared by the OfiLinks to every peer.
+// Progress is ours (FI_PROGRESS_MANUAL): links call poll(), which reads the
+// CQ and marks the finished requests; a completion can belong to any link.
+#pragma once
+
+#include "core/status.h"
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_tagged.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+
+namespace conflux {
+
+// One posted send or receive. The provider's context must come first: the CQ
+// hands back its address as op_context. Requests live as long as the fabric
+// (not the link), so a completion that arrives after a link is gone still
+// lands in valid memory.
+struct OfiReq {
+  fi_context2 ctx{};
+  bool posted = false;  // handed to the provider, completion pending
+  bool done = false;    // completed (check error)
+  size_t len = 0;       // bytes the completion reports
+  std::string error;    // provider's message when the completion failed
+};
+
+class OfiFabric {
+ public:
+  // provider: FI_PROVIDER style ("tcp;ofi_rxm", "shm", "efa"), "" = libfabric's first choice.
+  static Result<std::shared_ptr<OfiFabric>> open(const std::string& provider);
+  ~OfiFabric();
+  OfiFabric(const OfiFabric&) = delete;
+  OfiFabric& operator=(const OfiFabric&) = delete;
+
+  const std::string& provider() const { return provider_; }
+  const std::string& local_name() const { return name_; }  // this endpoint's address, raw bytes
+  size_t max_msg_size() const { return max_msg_size_; }
+  bool registers_memory() const { return register_; }
+
+  Result<fi_addr_t> insert_peer(const std::string& name, int peer);
+
+  // Post a tagged send/receive. Returns Ok with req->posted == false when the
+  // provider is out of resources (-FI_EAGAIN): try again after poll().
+  Status post_send(const void* buf, size_t len, fi_addr_t dest, uint64_t tag, OfiReq* req);
+  Status post_recv(void* buf, size_t len, uint64_t tag, OfiReq* req);
+  // Reads the CQ (drives the provider); sets *progressed when anything completed.
+  Status poll(bool* progressed);
+
+  // Request slots owned by the fabric (see OfiReq).
+  OfiReq* new_requests(size_t n);
+
+ private:
+  OfiFabric() = default;
+  Status init(fi_info* info);
+  Result<void*> descriptor(const void* buf, size_t len);  // MR desc, nullptr when not needed
+
+  std::string provider_;
+  std::string name_;
+  size_t max_msg_size_ = 0;
+  bool register_ = false;     // FI_MR_LOCAL (or CONFLUX_OFI_MR=always): pass MR descriptors
+  bool mr_endpoint_ = false;  // FI_MR_ENDPOINT: bind each MR to the endpoint
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_av* av_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_ep* ep_ = nullptr;
+  // Registration cache by (address, length): user buffers of a training loop
+  // repeat, so each is registered once.
+  std::map<std::pair<uintptr_t, size_t>, fid_mr*> mr_cache_;
+  uint64_t mr_keys_ = 0;
+  size_t in_flight_ = 0;  // posted requests not yet completed
+  std::deque<std::unique_ptr<OfiReq[]>> requests_;
+};
+
+// "fi_xxx failed: <fi_strerror>" as a conflux error.
+Status ofi_error(const std::string& what, int ret);
+
+}  // namespace conflux

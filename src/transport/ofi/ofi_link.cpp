@@ -1,0 +1,170 @@
+#include "transport/ofi/ofi_link.h"
+
+#include "bootstrap/rank_info.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace conflux {
+namespace {
+constexpr uint32_t kHeaderMagic = 0x43464f48;  // "CFOH"
+}
+
+uint64_t ofi_tag(uint64_t comm_id, int sender, uint32_t seq) {
+  // Fold the 64-bit communicator id into 16 bits: each communicator has its
+  // own endpoint today, the bits guard against a shared one later.
+  uint64_t c = (comm_id ^ (comm_id >> 16) ^ (comm_id >> 32) ^ (comm_id >> 48)) & 0xffff;
+  return (c << 48) | (static_cast<uint64_t>(sender & 0xffff) << 32) | seq;
+}
+
+OfiLink::OfiLink(std::shared_ptr<OfiFabric> fabric, int rank, OfiPeer peer, uint64_t comm_id, size_t piece_bytes)
+    : fabric_(std::move(fabric)), rank_(rank), peer_(peer), comm_id_(comm_id), piece_(piece_bytes) {
+  send_reqs_ = fabric_->new_requests(1 + kWindow);
+  recv_reqs_ = fabric_->new_requests(1 + kWindow);
+#ifdef SYS_pidfd_open
+  // A pidfd turns readable when the process exits, even while it is an
+  // unreaped zombie (kill(pid, 0) still succeeds then).
+  if (peer_.same_host && peer_.pid > 0) pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, peer_.pid, 0));
+#endif
+}
+
+OfiLink::~OfiLink() {
+  if (pidfd_ >= 0) ::close(pidfd_);
+}
+
+Status OfiLink::failed(const char* what, const OfiReq& req) const {
+  return remote_error("libfabric " + fabric_->provider() + ": " + what + " rank " + std::to_string(peer_.rank) +
+                      " failed: " + req.error);
+}
+
+Status OfiLink::progress_send(SendOp& op, bool* progressed) {
+  CFX_RETURN_IF_ERROR(fabric_->poll(progressed));
+  OfiReq& header = send_reqs_[0];
+  if (op.stage == 0) {
+    send_header_ = Header{kHeaderMagic, 0, op.bytes, op.sig};
+    send_pieces_ = pieces(op.bytes);
+    send_posted_ = send_completed_ = 0;
+    send_base_ = send_seq_;
+    send_seq_ += 1 + static_cast<uint32_t>(send_pieces_);
+    header.done = false;
+    op.stage = 1;
+    op.done = 0;
+  }
+  if (op.stage == 1) {
+    CFX_RETURN_IF_ERROR(fabric_->post_send(&send_header_, sizeof send_header_, peer_.addr,
+                                           ofi_tag(comm_id_, rank_, send_base_), &header));
+    if (!header.posted) return Status::Ok();  // provider busy; poll and retry
+    op.stage = 2;
+    *progressed = true;
+  }
+  // Pieces follow the header at once: the receiver matches them by tag.
+  while (send_posted_ < send_pieces_ && send_posted_ - send_completed_ < kWindow) {
+    OfiReq& r = send_reqs_[1 + send_posted_ % kWindow];
+    const size_t off = send_posted_ * piece_;
+    CFX_RETURN_IF_ERROR(fabric_->post_send(op.buf + off, piece_len(op.bytes, send_posted_), peer_.addr,
+                                           ofi_tag(comm_id_, rank_, send_base_ + 1 + static_cast<uint32_t>(send_posted_)), &r));
+    if (!r.posted) break;
+    ++send_posted_;
+    *progressed = true;
+  }
+  if (header.done && !header.error.empty()) return failed("send header to", header);
+  while (send_completed_ < send_posted_) {
+    OfiReq& r = send_reqs_[1 + send_completed_ % kWindow];
+    if (!r.done) break;
+    if (!r.error.empty()) return failed("send to", r);
+    r.done = false;
+    op.done += piece_len(op.bytes, send_completed_);
+    ++send_completed_;
+  }
+  if (header.done && send_completed_ == send_pieces_) op.complete = true;
+  return Status::Ok();
+}
+
+Status OfiLink::progress_recv(RecvOp& op, bool* progressed) {
+  CFX_RETURN_IF_ERROR(fabric_->poll(progressed));
+  OfiReq& header = recv_reqs_[0];
+  if (op.stage == 0) {
+    header.done = false;
+    CFX_RETURN_IF_ERROR(fabric_->post_recv(&recv_header_, sizeof recv_header_,
+                                           ofi_tag(comm_id_, peer_.rank, recv_seq_), &header));
+    if (!header.posted) return Status::Ok();
+    op.stage = 1;
+    op.done = 0;
+    CFX_RETURN_IF_ERROR(fabric_->poll(progressed));
+  }
+  if (op.stage == 1) {
+    if (!header.done) return Status::Ok();
+    if (!header.error.empty()) return failed("receive header from", header);
+    *progressed = true;
+    if (header.len != sizeof recv_header_ || recv_header_.magic != kHeaderMagic)
+      return remote_error("libfabric: corrupt message header from rank " + std::to_string(peer_.rank));
+    // The signature is checked before any byte lands in user memory.
+    CFX_RETURN_IF_ERROR(check_incoming(op.sig, op.bytes, recv_header_.sig, recv_header_.bytes, peer_.rank));
+    recv_pieces_ = pieces(op.bytes);
+    recv_posted_ = recv_completed_ = 0;
+    recv_base_ = recv_seq_;
+    recv_seq_ += 1 + static_cast<uint32_t>(recv_pieces_);
+    if (op.reduce != nullptr && bounce_.empty()) bounce_.resize(piece_ * kWindow);
+    op.stage = 2;
+  }
+  while (recv_posted_ < recv_pieces_ && recv_posted_ - recv_completed_ < kWindow) {
+    const size_t slot = recv_posted_ % kWindow;
+    OfiReq& r = recv_reqs_[1 + slot];
+    uint8_t* into = op.reduce == nullptr ? op.dst + recv_posted_ * piece_ : bounce_.data() + slot * piece_;
+    CFX_RETURN_IF_ERROR(fabric_->post_recv(into, piece_len(op.bytes, recv_posted_),
+                                           ofi_tag(comm_id_, peer_.rank, recv_base_ + 1 + static_cast<uint32_t>(recv_posted_)), &r));
+    if (!r.posted) break;
+    ++recv_posted_;
+    *progressed = true;
+  }
+  CFX_RETURN_IF_ERROR(fabric_->poll(progressed));
+  while (recv_completed_ < recv_posted_) {
+    const size_t slot = recv_completed_ % kWindow;
+    OfiReq& r = recv_reqs_[1 + slot];
+    if (!r.done) break;
+    if (!r.error.empty()) return failed("receive from", r);
+    const size_t len = piece_len(op.bytes, recv_completed_);
+    if (r.len != len)
+      return remote_error("libfabric: rank " + std::to_string(peer_.rank) + " sent a piece of " +
+                          std::to_string(r.len) + " bytes, expected " + std::to_string(len));
+    if (op.reduce != nullptr) {
+      const size_t off = recv_completed_ * piece_;
+      op.reduce(op.dst + off, op.reduce_with + off, bounce_.data() + slot * piece_, len / op.elem_size);
+    }
+    r.done = false;
+    op.done += len;
+    ++recv_completed_;
+    *progressed = true;
+  }
+  if (recv_completed_ == recv_pieces_) op.complete = true;
+  return Status::Ok();
+}
+
+Status OfiLink::check_peer() {
+  // Providers report a dead peer only on some operations (tcp: a reset
+  // connection; shm: nothing): a peer on this host is checked by its pid.
+  if (!peer_.same_host || peer_.pid <= 0) return Status::Ok();
+  bool gone = false;
+  if (pidfd_ >= 0) {
+    pollfd p{pidfd_, POLLIN, 0};
+    gone = ::poll(&p, 1, 0) > 0;
+  } else {
+    gone = ::kill(peer_.pid, 0) != 0 && errno == ESRCH;
+  }
+  if (!gone && peer_.pid_start_time != 0) {
+    uint64_t t = process_start_time(peer_.pid);
+    gone = t != 0 && t != peer_.pid_start_time;
+  }
+  if (gone)
+    return remote_error("rank " + std::to_string(peer_.rank) + " (pid " + std::to_string(peer_.pid) +
+                        ") exited (libfabric " + fabric_->provider() + " link)");
+  return Status::Ok();
+}
+
+}  // namespace conflux

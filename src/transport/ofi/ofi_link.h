@@ -1,0 +1,76 @@
+// A Link to one peer over a shared libfabric endpoint (OfiFabric). Each
+// message is a small header (magic, length, OpSig) followed by the payload in
+// pieces below the provider's max_msg_size, all as tagged messages whose tag
+// holds communicator bits, the sender's rank and a per-link sequence number,
+// so messages of different links and calls can never match each other. The
+// receiver posts receives into user memory only after the header's signature
+// matched; reductions go through a bounce buffer, a few pieces in flight.
+#pragma once
+
+#include "transport/ofi/ofi_fabric.h"
+#include "transport/transport.h"
+
+#include <memory>
+#include <vector>
+
+namespace conflux {
+
+struct OfiPeer {
+  int rank = -1;
+  fi_addr_t addr = FI_ADDR_UNSPEC;
+  bool same_host = false;  // then liveness is checked by pid
+  int pid = 0;
+  uint64_t pid_start_time = 0;
+};
+
+// Tag layout: [63:48] communicator bits, [47:32] sender rank, [31:0] sequence.
+uint64_t ofi_tag(uint64_t comm_id, int sender, uint32_t seq);
+
+class OfiLink final : public Link {
+ public:
+  static constexpr int kWindow = 4;  // pieces in flight per direction
+
+  OfiLink(std::shared_ptr<OfiFabric> fabric, int rank, OfiPeer peer, uint64_t comm_id, size_t piece_bytes);
+  ~OfiLink() override;
+  OfiLink(const OfiLink&) = delete;
+  OfiLink& operator=(const OfiLink&) = delete;
+  const char* kind() const override { return "ofi"; }
+  Status progress_send(SendOp& op, bool* progressed) override;
+  Status progress_recv(RecvOp& op, bool* progressed) override;
+  Status check_peer() override;
+
+ private:
+  struct Header {
+    uint32_t magic;
+    uint32_t reserved;
+    uint64_t bytes;
+    OpSig sig;
+  };
+  Status failed(const char* what, const OfiReq& req) const;
+  size_t pieces(size_t bytes) const { return (bytes + piece_ - 1) / piece_; }
+  size_t piece_len(size_t bytes, size_t i) const { return std::min(piece_, bytes - i * piece_); }
+
+  std::shared_ptr<OfiFabric> fabric_;
+  int rank_;
+  OfiPeer peer_;
+  uint64_t comm_id_;
+  size_t piece_;
+  int pidfd_ = -1;  // same-host peer's process, for check_peer
+
+  // Send direction: the head message's header, piece requests and counters.
+  Header send_header_{};
+  OfiReq* send_reqs_;  // [0] header, [1 + i % kWindow] piece i
+  uint32_t send_seq_ = 0;
+  uint32_t send_base_ = 0;
+  size_t send_pieces_ = 0, send_posted_ = 0, send_completed_ = 0;
+
+  // Receive direction.
+  Header recv_header_{};
+  OfiReq* recv_reqs_;
+  uint32_t recv_seq_ = 0;
+  uint32_t recv_base_ = 0;
+  size_t recv_pieces_ = 0, recv_posted_ = 0, recv_completed_ = 0;
+  std::vector<uint8_t> bounce_;  // kWindow pieces, allocated at the first reduction
+};
+
+}  // namespace conflux
