@@ -8,20 +8,40 @@
 #include <thread>
 
 namespace conflux {
+
+Result<int> admit_hello(const RankHello& hello, RootAdmission& state, RankInfo* info_out) {
+  if (hello.magic != kRankHelloMagic || hello.info_size != sizeof(RankInfo))
+    return remote_error("malformed hello (different conflux build?)");
+  if (state.nranks < 0) {
+    if (hello.nranks < 1) return invalid_argument("nranks must be >= 1");
+    state.nranks = hello.nranks;
+    state.joined.assign(static_cast<size_t>(hello.nranks), false);
+  }
+  const int nranks = state.nranks;
+  if (hello.nranks != nranks)
+    return invalid_usage("rank " + std::to_string(hello.rank) + " says nranks=" + std::to_string(hello.nranks) +
+                         " but rank(s) before it said " + std::to_string(nranks));
+  if (hello.rank < 0 || hello.rank >= nranks)
+    return invalid_usage("rank " + std::to_string(hello.rank) + " out of range for nranks=" + std::to_string(nranks));
+  if (state.joined[hello.rank]) return invalid_usage("rank " + std::to_string(hello.rank) + " joined twice");
+  // Every rank trusts this table: refuse entries that would make a reader
+  // run past a field (unterminated names, lengths beyond their arrays).
+  const RankInfo& in = hello.info;
+  if (in.rank != hello.rank || in.listen_len > sizeof in.listen_addr || in.ofi_name_len > sizeof in.ofi_name ||
+      in.hostname[sizeof in.hostname - 1] != '\0' || in.nic[sizeof in.nic - 1] != '\0' ||
+      in.shm_name[sizeof in.shm_name - 1] != '\0')
+    return remote_error("rank " + std::to_string(hello.rank) + " sent a malformed rank info");
+  state.joined[hello.rank] = true;
+  *info_out = in;
+  return hello.rank;
+}
+
 namespace {
 
-constexpr uint32_t kHelloMagic = 0x43465848;  // "CFXH"
 // A connection that has not finished its handshake within this time is
 // dropped, so a stalled or hostile client cannot hold up the others long.
 constexpr int64_t kHandshakeMs = 3000;
 
-struct RankHello {
-  uint32_t magic = kHelloMagic;
-  int32_t rank = -1;
-  int32_t nranks = 0;
-  uint32_t info_size = sizeof(RankInfo);
-  RankInfo info;
-};
 
 struct RootReply {
   int32_t code = cfxSuccess;
@@ -40,6 +60,7 @@ void run_root(std::shared_ptr<Socket> listener, Secret secret, int64_t timeout_m
   Deadline deadline = deadline_after_ms(timeout_ms);
   std::vector<Socket> conns;
   std::vector<RankInfo> table;
+  RootAdmission admission;
   int nranks = -1;
   int arrived = 0;
   while (nranks < 0 || arrived < nranks) {
@@ -64,36 +85,24 @@ void run_root(std::shared_ptr<Socket> listener, Secret secret, int64_t timeout_m
     }
     auto hello = std::make_unique<RankHello>();
     st = s.recv_all(hello.get(), sizeof *hello, hs);
-    if (st.ok() && (hello->magic != kHelloMagic || hello->info_size != sizeof(RankInfo)))
-      st = remote_error("malformed hello (different conflux build?)");
     if (!st.ok()) {
       CFX_WARN(kBoot, "bootstrap root: dropped connection from %s: %s", peer.str().c_str(), st.message().c_str());
       continue;
     }
-    if (nranks < 0) {
-      if (hello->nranks < 1) {
-        (void)send_reply_error(s, cfxInvalidArgument, "nranks must be >= 1");
-        continue;
-      }
-      nranks = hello->nranks;
+    RankInfo info;
+    Result<int> admitted = admit_hello(*hello, admission, &info);
+    if (nranks < 0 && admission.nranks > 0) {
+      nranks = admission.nranks;
       conns.resize(nranks);
       table.resize(nranks);
     }
-    std::string problem;
-    if (hello->nranks != nranks)
-      problem = "rank " + std::to_string(hello->rank) + " says nranks=" + std::to_string(hello->nranks) +
-                " but rank(s) before it said " + std::to_string(nranks);
-    else if (hello->rank < 0 || hello->rank >= nranks)
-      problem = "rank " + std::to_string(hello->rank) + " out of range for nranks=" + std::to_string(nranks);
-    else if (conns[hello->rank].valid())
-      problem = "rank " + std::to_string(hello->rank) + " joined twice";
-    if (!problem.empty()) {
-      CFX_WARN(kBoot, "bootstrap root: %s", problem.c_str());
-      (void)send_reply_error(s, cfxInvalidUsage, problem);
+    if (!admitted.ok()) {
+      CFX_WARN(kBoot, "bootstrap root: refused %s: %s", peer.str().c_str(), admitted.status().message().c_str());
+      (void)send_reply_error(s, admitted.status().code(), admitted.status().message());
       continue;
     }
-    table[hello->rank] = hello->info;
-    conns[hello->rank] = std::move(s);
+    table[*admitted] = info;
+    conns[*admitted] = std::move(s);
     ++arrived;
   }
   RootReply ok;

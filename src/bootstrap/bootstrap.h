@@ -12,6 +12,26 @@
 
 namespace conflux {
 
+// What a rank sends the root after authenticating (fixed layout, same build).
+constexpr uint32_t kRankHelloMagic = 0x43465848;  // "CFXH"
+struct RankHello {
+  uint32_t magic = kRankHelloMagic;
+  int32_t rank = -1;
+  int32_t nranks = 0;
+  uint32_t info_size = sizeof(RankInfo);
+  RankInfo info;
+};
+
+// The root's checks of one hello, kept free of sockets so they can be fuzzed
+// (tests/fuzz/fuzz_bootstrap_hello.cpp). The first valid hello fixes nranks.
+// Returns the rank to record (and its info, checked to be safe to read), or
+// the error to send back to that client.
+struct RootAdmission {
+  int nranks = -1;
+  std::vector<bool> joined;
+};
+Result<int> admit_hello(const RankHello& hello, RootAdmission& state, RankInfo* info_out);
+
 // Binds `bind_addr` (port 0 picks one), starts the root thread and returns
 // the id describing it.
 Result<UniqueIdData> start_bootstrap_root(const SockAddr& bind_addr, const Secret& secret,

@@ -22,6 +22,8 @@ namespace {
 using algo::Step;
 using algo::StepKind;
 
+constexpr auto kCheckAllLinksAfter = std::chrono::seconds(2);
+
 struct StepState {
   SendOp send;
   RecvOp recv;
@@ -47,6 +49,7 @@ class Run {
   Status advance_recvs(int peer, PeerQueues& q, bool* progressed);
   Status wait_for_work();
   std::string waiting_on() const;
+  std::string stragglers() const;
 
   const algo::Schedule& sched_;
   const ExecContext& ctx_;
@@ -58,6 +61,8 @@ class Run {
   std::vector<int> ready_copies_;
   size_t done_ = 0;
   Clock::time_point next_liveness_check_{};
+  bool collective_ = true;  // no Send/Recv signature among the steps
+  Clock::time_point stalled_since_{};  // when waiting began without progress since
 };
 
 void Run::complete(int i) {
@@ -151,14 +156,42 @@ std::string Run::waiting_on() const {
   return s;
 }
 
+// Who is behind: peers whose first message of this call this rank is ready
+// for but has not received a byte of (not yet in the call, or stuck waiting
+// on someone else themselves).
+std::string Run::stragglers() const {
+  std::string s;
+  for (int peer : active_peers_) {
+    const PeerQueues& q = queues_[peer];
+    if (q.recvs.empty() || q.recv_head > 0) continue;
+    const StepState& st = state_[q.recvs[0]];
+    // Unposted: this rank is not ready for it yet, so it proves nothing.
+    if (!st.posted || st.recv.done > 0 || st.recv.stage > 0) continue;
+    s += (s.empty() ? "" : ",") + std::to_string(peer);
+  }
+  if (s.empty()) return "";
+  return "; nothing received in this call from rank(s) " + s + " (behind, or waiting on others)";
+}
+
 Status Run::wait_for_work() {
   if (ctx_.abort != nullptr && ctx_.abort->load(std::memory_order_relaxed))
     return aborted_error("communicator aborted while waiting for: " + waiting_on());
   auto now = Clock::now();
-  if (now >= ctx_.deadline) return timeout_error("timed out waiting for: " + waiting_on());
+  if (now >= ctx_.deadline) return timeout_error("timed out waiting for: " + waiting_on() + stragglers());
   if (now >= next_liveness_check_) {
     next_liveness_check_ = now + std::chrono::milliseconds(50);
-    for (int peer : active_peers_) CFX_RETURN_IF_ERROR(ctx_.links[peer]->check_peer());
+    // A collective needs every rank, so any dead rank dooms it: once stalled
+    // a while, check all links, so each survivor names the dead rank itself
+    // rather than the neighbour that gave up first. Not at once: a rank that
+    // has finished this call may exit cleanly while we still wait on another.
+    // Point-to-point calls check only their peers.
+    if (stalled_since_ == Clock::time_point{}) stalled_since_ = now;
+    if (collective_ && now - stalled_since_ >= kCheckAllLinksAfter) {
+      for (size_t peer = 0; peer < ctx_.links.size(); ++peer)
+        if (ctx_.links[peer] != nullptr) CFX_RETURN_IF_ERROR(ctx_.links[peer]->check_peer());
+    } else {
+      for (int peer : active_peers_) CFX_RETURN_IF_ERROR(ctx_.links[peer]->check_peer());
+    }
   }
   int budget = remaining_ms(ctx_.deadline);
   std::vector<pollfd> fds;
@@ -166,7 +199,10 @@ Status Run::wait_for_work() {
     int fd = ctx_.links[peer]->poll_fd();
     if (fd < 0) continue;
     const PeerQueues& q = queues_[peer];
-    short events = POLLIN;
+    // Bytes for a receive not yet posted cannot move us on (and heartbeats
+    // would wake us for nothing); check_peer() still sees a closed socket.
+    short events = 0;
+    if (q.recv_head < q.recvs.size() && state_[q.recvs[q.recv_head]].posted) events |= POLLIN;
     if (q.send_head < q.sends.size() && state_[q.sends[q.send_head]].posted) events |= POLLOUT;
     fds.push_back({fd, events, 0});
   }
@@ -193,6 +229,8 @@ Status Run::wait_for_work() {
 
 Status Run::go() {
   const size_t n = sched_.steps.size();
+  for (const OpSig& sig : ctx_.sigs)
+    if (sig.coll == static_cast<uint8_t>(Coll::kSend) || sig.coll == static_cast<uint8_t>(Coll::kRecv)) collective_ = false;
   state_.resize(n);
   pending_.resize(n);
   dependents_begin_.assign(n + 1, 0);
@@ -229,6 +267,7 @@ Status Run::go() {
     CFX_RETURN_IF_ERROR(pass(&progressed));
     if (progressed) {
       idle = 0;
+      stalled_since_ = {};
       continue;
     }
     if (++idle < ctx_.spin_iterations) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer binary of a -DCONFLUX_FUZZ=ON build briefly; builds
 # nothing. Usage: tests/fuzz/run_short.sh BUILD_DIR [SECONDS]   (default 30)
-# Seeds come from ../shared/topologies when it is there.
+# Seeds for the topology fuzzers come from ../shared/topologies when it is
+# there; the protocol fuzzers (bootstrap, frame) start from nothing.
 set -euo pipefail
 build=${1:?usage: run_short.sh BUILD_DIR [SECONDS]}
 seconds=${2:-30}
@@ -16,8 +17,13 @@ fi
 for bin in "${bins[@]}"; do
   [ -x "$bin" ] || continue
   corpus=$(mktemp -d)
-  if [ -d "$seeds" ]; then cp "$seeds"/*.xml "$corpus"/ 2>/dev/null || true; fi
+  max_len=65536
+  case $(basename "$bin") in
+    fuzz_topo*) if [ -d "$seeds" ]; then cp "$seeds"/*.xml "$corpus"/ 2>/dev/null || true; fi ;;
+    *) max_len=4096 ;;  # binary protocol inputs: headers and a few frames
+  esac
   echo "== $(basename "$bin") for ${seconds}s"
-  "$bin" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -print_final_stats=1 "$corpus" 2>&1 | tail -n 15
+  "$bin" -max_total_time="$seconds" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+    "$corpus" 2>&1 | tail -n 15
   rm -rf "$corpus"
 done

@@ -1,18 +1,140 @@
 #include "transport/tcp/tcp_link.h"
 
+#include <pthread.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace conflux {
 namespace {
-constexpr uint32_t kFrameMagic = 0x43465846;  // "CFXF"
+constexpr uint32_t kFrameMagic = 0x43465846;      // "CFXF"
+constexpr uint32_t kHeartbeatMagic = 0x43465842;  // "CFXB"
+constexpr auto kHeartbeatInterval = std::chrono::milliseconds(500);
+
+int64_t heartbeat_timeout_ms() {
+  static const int64_t ms = [] {
+    const char* v = std::getenv("CONFLUX_HEARTBEAT_TIMEOUT");
+    if (v == nullptr || *v == '\0') return int64_t{10000};
+    return static_cast<int64_t>(std::max(0.0, std::atof(v)) * 1000);
+  }();
+  return ms;
 }
 
+// One thread per process beats for every TcpLink. Leaked on purpose: it may
+// run while statics are destroyed at exit.
+struct Heartbeats {
+  std::mutex mu;
+  std::vector<TcpLink*> links;
+  pid_t thread_pid = 0;  // a forked child needs its own thread
+  bool enabled = true;
+
+  static Heartbeats& get() {
+    static Heartbeats* h = [] {
+      auto* p = new Heartbeats;
+      pthread_atfork([] { get().mu.lock(); }, [] { get().mu.unlock(); }, [] { get().mu.unlock(); });
+      return p;
+    }();
+    return *h;
+  }
+  void add(TcpLink* l) {
+    std::lock_guard lk(mu);
+    if (!enabled) return;
+    links.push_back(l);
+    if (thread_pid != getpid()) {
+      thread_pid = getpid();
+      std::thread([this] { loop(); }).detach();
+    }
+  }
+  void remove(TcpLink* l) {
+    std::lock_guard lk(mu);
+    links.erase(std::remove(links.begin(), links.end(), l), links.end());
+  }
+  void loop() {
+    const pid_t me = getpid();
+    for (;;) {
+      std::this_thread::sleep_for(kHeartbeatInterval);
+      std::lock_guard lk(mu);
+      if (thread_pid != me) return;
+      for (TcpLink* l : links) l->send_heartbeat();
+    }
+  }
+};
+}  // namespace
+
 TcpLink::TcpLink(Socket socket, int peer, size_t bounce_bytes)
-    : socket_(std::move(socket)), peer_(peer), bounce_(bounce_bytes) {}
+    : socket_(std::move(socket)), peer_(peer), bounce_(bounce_bytes) {
+  heartbeat_ = Header{kHeartbeatMagic, 0, 0, OpSig{}};
+  Heartbeats::get().add(this);
+}
+
+TcpLink::~TcpLink() { Heartbeats::get().remove(this); }
+
+void TcpLink::set_heartbeats_enabled(bool on) {
+  std::lock_guard lk(Heartbeats::get().mu);
+  Heartbeats::get().enabled = on;
+}
+
+bool TcpLink::flush_heartbeat() {
+  while (heartbeat_done_ < sizeof(Header)) {
+    ssize_t n = ::send(socket_.fd(), reinterpret_cast<uint8_t*>(&heartbeat_) + heartbeat_done_,
+                       sizeof(Header) - heartbeat_done_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      heartbeat_done_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+  return true;
+}
+
+void TcpLink::send_heartbeat() {
+  std::lock_guard lk(send_mu_);
+  if (send_in_frame_) return;  // data is flowing (or blocked: the peer then has bytes to read)
+  if (heartbeat_done_ == sizeof(Header)) heartbeat_done_ = 0;
+  (void)flush_heartbeat();  // errors surface on the data path
+}
+
+Status TcpLink::drain_heartbeats() {
+  int pending = 0;
+  if (::ioctl(socket_.fd(), FIONREAD, &pending) != 0) pending = 0;
+  if (pending != last_pending_) last_heard_ = Clock::now();  // new bytes arrived (or we consumed some)
+  last_pending_ = pending;
+  if (recv_in_frame_ || recv_header_done_ > 0) return Status::Ok();  // mid-frame: the data path reads
+  for (;;) {
+    Header h;
+    ssize_t n = ::recv(socket_.fd(), &h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0) return peer_failed("liveness check", 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::Ok();
+      return peer_failed("liveness check", errno);
+    }
+    if (static_cast<size_t>(n) < sizeof h) return Status::Ok();
+    last_heard_ = Clock::now();
+    if (h.magic != kHeartbeatMagic) return Status::Ok();  // a data frame waits: the peer is ahead of us
+    (void)::recv(socket_.fd(), &h, sizeof h, MSG_DONTWAIT);
+    last_pending_ = std::max(0, last_pending_ - static_cast<int>(sizeof h));
+  }
+}
+
+Status TcpLink::check_peer() {
+  CFX_RETURN_IF_ERROR(drain_heartbeats());
+  const int64_t bound = heartbeat_timeout_ms();
+  if (bound <= 0) return Status::Ok();
+  auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_).count();
+  if (silent <= bound) return Status::Ok();
+  return remote_error("rank " + std::to_string(peer_) + " has sent nothing, not even a heartbeat, for " +
+                      std::to_string(silent) + " ms (CONFLUX_HEARTBEAT_TIMEOUT is " + std::to_string(bound) +
+                      " ms): stopped (SIGSTOP), hung in the kernel, or cut off by the network?");
+}
 
 Status TcpLink::peer_failed(const char* what, int err) const {
   std::string msg = "connection to rank " + std::to_string(peer_) + " failed during " + what;
@@ -21,11 +143,16 @@ Status TcpLink::peer_failed(const char* what, int err) const {
 }
 
 Status TcpLink::progress_send(SendOp& op, bool* progressed) {
+  std::lock_guard lk(send_mu_);
+  // A heartbeat the other thread began must be finished before any frame.
+  if (!flush_heartbeat()) return peer_failed("send", errno);
+  if (heartbeat_done_ < sizeof(Header)) return Status::Ok();
   // stage 0: header not fully sent; op.done counts header+payload bytes.
   if (op.stage == 0) {
     send_header_ = Header{kFrameMagic, 0, op.bytes, op.sig};
     op.stage = 1;
     op.done = 0;
+    send_in_frame_ = true;
   }
   const size_t total = sizeof(Header) + op.bytes;
   while (op.done < total) {
@@ -51,28 +178,38 @@ Status TcpLink::progress_send(SendOp& op, bool* progressed) {
     if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::Ok();
     return peer_failed("send", sent < 0 ? errno : 0);
   }
+  send_in_frame_ = false;
   op.complete = true;
   return Status::Ok();
 }
 
 Status TcpLink::progress_recv(RecvOp& op, bool* progressed) {
   if (op.stage == 0) {
-    while (recv_header_done_ < sizeof(Header)) {
-      ssize_t n = ::recv(socket_.fd(), reinterpret_cast<uint8_t*>(&recv_header_) + recv_header_done_,
-                         sizeof(Header) - recv_header_done_, MSG_DONTWAIT);
-      if (n > 0) {
-        recv_header_done_ += static_cast<size_t>(n);
-        *progressed = true;
-        continue;
+    for (;;) {
+      while (recv_header_done_ < sizeof(Header)) {
+        ssize_t n = ::recv(socket_.fd(), reinterpret_cast<uint8_t*>(&recv_header_) + recv_header_done_,
+                           sizeof(Header) - recv_header_done_, MSG_DONTWAIT);
+        if (n > 0) {
+          // Not "progress" yet: a heartbeat must not look like it to the
+          // executor's stall clock. The bytes are kept either way.
+          recv_header_done_ += static_cast<size_t>(n);
+          last_heard_ = Clock::now();
+          continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::Ok();
+        return peer_failed("recv", n < 0 ? errno : 0);
       }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::Ok();
-      return peer_failed("recv", n < 0 ? errno : 0);
+      recv_header_done_ = 0;
+      if (recv_header_.magic != kHeartbeatMagic) break;
+      if (recv_header_.bytes != 0)
+        return remote_error("corrupt frame from rank " + std::to_string(peer_) + " (heartbeat with payload)");
     }
-    recv_header_done_ = 0;
     if (recv_header_.magic != kFrameMagic)
       return remote_error("corrupt frame from rank " + std::to_string(peer_) + " (bad magic): stream out of sync");
     CFX_RETURN_IF_ERROR(check_incoming(op.sig, op.bytes, recv_header_.sig, recv_header_.bytes, peer_));
+    recv_in_frame_ = true;
+    *progressed = true;
     op.stage = 1;
     op.done = 0;
     bounce_fill_ = 0;
@@ -91,6 +228,7 @@ Status TcpLink::progress_recv(RecvOp& op, bool* progressed) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::Ok();
     if (n <= 0) return peer_failed("recv", n < 0 ? errno : 0);
+    last_heard_ = Clock::now();
     *progressed = true;
     if (op.reduce == nullptr) {
       op.done += static_cast<size_t>(n);
@@ -107,6 +245,7 @@ Status TcpLink::progress_recv(RecvOp& op, bool* progressed) {
       bounce_fill_ -= whole;
     }
   }
+  recv_in_frame_ = false;
   op.complete = true;
   return Status::Ok();
 }

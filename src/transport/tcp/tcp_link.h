@@ -1,11 +1,21 @@
 // A Link over one TCP connection. Each message is framed by a checked header
 // (magic, length, signature); payload goes straight into the destination
 // unless it must be reduced, then through a bounce buffer in pieces.
+//
+// Liveness: a process thread sends every link a small heartbeat frame
+// (magic "CFXB", no payload) every 500 ms while the link's send side is
+// between frames, so framing stays FIFO; the receiver skips them. A peer that
+// is SIGSTOPped, hung in the kernel or cut off keeps its socket open but goes
+// quiet: check_peer() reports it once nothing at all (data or heartbeat)
+// has arrived for CONFLUX_HEARTBEAT_TIMEOUT seconds (default 10, 0 = never)
+// while this rank waits. A peer that exits closes the socket and is reported
+// at once. A data frame waiting unread means the peer is ahead, not silent.
 #pragma once
 
 #include "bootstrap/socket.h"
 #include "transport/transport.h"
 
+#include <mutex>
 #include <vector>
 
 namespace conflux {
@@ -17,6 +27,13 @@ class TcpLink final : public Link {
   Status progress_send(SendOp& op, bool* progressed) override;
   Status progress_recv(RecvOp& op, bool* progressed) override;
   int poll_fd() const override { return socket_.fd(); }
+  Status check_peer() override;
+  ~TcpLink() override;
+
+  // Heartbeat thread: queue a heartbeat if the send side is between frames.
+  void send_heartbeat();
+  // Fuzzers drive links deterministically: no heartbeat thread.
+  static void set_heartbeats_enabled(bool on);
 
  private:
   struct Header {
@@ -26,6 +43,16 @@ class TcpLink final : public Link {
     OpSig sig;
   };
   Status peer_failed(const char* what, int err) const;
+  bool flush_heartbeat();  // false on a hard socket error; needs send_mu_
+  Status drain_heartbeats();
+
+  std::mutex send_mu_;  // progress_send vs the heartbeat thread
+  bool send_in_frame_ = false;
+  Header heartbeat_{};
+  size_t heartbeat_done_ = sizeof(Header);  // == sizeof(Header): none pending
+  bool recv_in_frame_ = false;
+  Clock::time_point last_heard_ = Clock::now();
+  int last_pending_ = 0;  // bytes waiting unread at the last check
 
   Socket socket_;
   int peer_;
