@@ -143,12 +143,12 @@ PYBIND11_MODULE(_conflux, m) {
            [](PyComm& c) {
              // cfxCommAbort frees the communicator (as ncclCommAbort does):
              // forget it first so nothing destroys it a second time.
-             cfxComm_t comm = live(c);
+             cfxComm_t doomed = live(c);
              c.handle()->comm = nullptr;
              cfxResult_t rc;
              {
                py::gil_scoped_release nogil;
-               rc = cfxCommAbort(comm);
+               rc = cfxCommAbort(doomed);
              }
              check(rc, nullptr, "cfxCommAbort");
            },
