@@ -239,10 +239,10 @@ int run_perf(const PerfOptions& o) {
                   rooted ? o.root : -1);
       for (int pass = 0; pass < 2; ++pass) {
         if (pass == 1 && !has_in_place) {
-          std::printf("%10s%9s%9s%7s", "N/A", "N/A", "N/A", "N/A");
+          std::printf(" %9s %8s %8s %6s", "N/A", "N/A", "N/A", "N/A");
           continue;
         }
-        std::printf("%10.2f%9.2f%9.2f%7s", res[pass].us, res[pass].algbw, res[pass].busbw,
+        std::printf(" %9.2f %8.2f %8.2f %6s", res[pass].us, res[pass].algbw, res[pass].busbw,
                     o.check ? std::to_string(res[pass].wrong).c_str() : "N/A");
       }
       std::printf("\n");
