@@ -2,6 +2,7 @@
 own gloo backend on the same inputs in the same job: the default group is
 conflux, a second group over the same ranks is gloo.
 Run under a launcher: conflux run -n N python3 torch_backend.py"""
+import datetime
 import sys
 
 import torch
@@ -161,6 +162,21 @@ try:
 except conflux.Error as e:
     assert e.code == int(conflux.Result.INVALID_ARGUMENT), e
     checks += 1
+
+# A timeout is reported by Work.wait() (and the future) as conflux.Error
+# TIMEOUT with the library's message; a group of its own keeps WORLD clean.
+late = dist.new_group(backend="conflux", timeout=datetime.timedelta(seconds=0.5))
+if rank == 0:
+    w = dist.irecv(torch.zeros(4), 1, group=late)
+    try:
+        w.wait()
+        sys.exit("recv with no sender should have timed out")
+    except conflux.Error as e:
+        assert e.code == int(conflux.Result.TIMEOUT) and "timed out" in e.message, e
+        assert w.is_completed() and not w.is_success() and w.exception() is e
+        checks += 1
+dist.barrier()
+late.comm.abort()
 
 print(f"rank {rank}/{n}: {checks} checks passed, conflux matches gloo")
 dist.destroy_process_group()
