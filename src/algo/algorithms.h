@@ -25,6 +25,9 @@ struct CollArgs {
   const size_t* sdispls = nullptr;
   const size_t* recvcounts = nullptr;
   const size_t* rdispls = nullptr;
+  // Hierarchical algorithms: host_of[r] is the host (any id) of rank r;
+  // empty means every rank on its own host.
+  std::vector<int> host_of;
 
   int ring_rank(int pos) const;  // rank at ring position pos (mod n)
   int ring_pos(int r) const;
@@ -40,5 +43,50 @@ Schedule direct_gather(const CollArgs& a);
 Schedule direct_scatter(const CollArgs& a);
 Schedule dissemination_barrier(const CollArgs& a);
 Schedule point_to_point(const CollArgs& a);      // one Send or Recv
+
+// NCCL's binary tree (ncclGetBtree) and double binary tree (ncclGetDtree):
+// parent and children of `rank`, -1 where absent. Tree 0 is rooted at 0;
+// tree 1 is tree 0 shifted by one for odd n (root 1) and mirrored for even n
+// (root n-1), so no rank is interior in both.
+struct TreeLinks {
+  int parent = -1, child0 = -1, child1 = -1;
+};
+TreeLinks btree_links(int nranks, int rank);
+TreeLinks dtree_links(int nranks, int tree, int rank);
+int dtree_root(int nranks, int tree);
+
+// Double binary tree, each tree carrying half the data, pipelined in chunks.
+// AllReduce: ~2 log2(n) + 2 chunk latencies; per rank sends <= 2 x bytes
+// (interior in one tree: up once, down twice for its half).
+Schedule tree_allreduce(const CollArgs& a);
+// Broadcast / Reduce: both trees re-rooted at the root; log2(n) + chunks
+// latencies, each rank sends <= 2 x bytes / 2 per tree.
+Schedule tree_broadcast(const CollArgs& a);
+Schedule tree_reduce(const CollArgs& a);
+
+// Recursive halving/doubling (Rabenseifner); non-powers of two fold the
+// extra ranks into partners first (+2 steps, +bytes for those pairs).
+// AllReduce: 2 log2(p) steps, 2 (p-1)/p x bytes per rank (p = power of two <= n).
+Schedule rhd_allreduce(const CollArgs& a);
+// ReduceScatter: log2(p) (+2) steps, (n-1)/n x total bytes per rank.
+Schedule rhd_reducescatter(const CollArgs& a);
+// AllGather by recursive doubling: log2(p) (+2) steps, (n-1) x block bytes.
+Schedule rhd_allgather(const CollArgs& a);
+
+// Bruck AllGather: ceil(log2 n) steps, (n-1) x block bytes per rank, plus a
+// local rotation; any n.
+Schedule bruck_allgather(const CollArgs& a);
+// Bruck AlltoAll: ceil(log2 n) steps, ~ (n/2) log2(n) x block bytes per rank
+// (latency-optimal for small blocks); uses 2 n x block bytes of scratch.
+Schedule bruck_alltoall(const CollArgs& a);
+
+// Two-level: intra-host reduce-scatter (ring), inter-host allreduce among
+// ranks of the same local slot (ring), intra-host all-gather (ring).
+// Requires the same number of ranks on every host (any placement):
+// hier_supported() says so; otherwise the builder returns an empty schedule
+// named "unsupported" and the caller must pick another algorithm.
+bool hier_supported(const CollArgs& a);
+// AllReduce: 2(l-1) + 2(h-1) steps; 2 (l-1)/l + 2 (h-1)/(h l) x bytes per rank.
+Schedule hier_allreduce(const CollArgs& a);
 
 }  // namespace conflux::algo

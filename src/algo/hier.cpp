@@ -1,0 +1,127 @@
+// Two-level AllReduce for ranks spread over hosts: (1) ring reduce-scatter
+// among the L ranks of a host, so local slot l holds part l summed over its
+// host; (2) ring AllReduce of part l among the H ranks holding slot l, one
+// per host; (3) ring all-gather of the parts within each host. Only
+// (2) crosses hosts, with 1/L of the data per rank. Phases are separated by
+// fences; each phase's messages are emitted in the same order on every
+// rank, so FIFO links never cross.
+#include "algo/algorithms.h"
+#include "algo/compose.h"
+
+#include <algorithm>
+#include <map>
+
+namespace conflux::algo {
+namespace {
+
+struct Layout {
+  std::vector<int> local;  // ranks of our host, ascending
+  std::vector<int> slot;   // ranks with our local slot, one per host, by host order
+  int l = 0, h = 0;        // our local slot, our host's index
+  bool uniform = true;
+};
+
+Layout layout_of(const CollArgs& a) {
+  Layout L;
+  std::map<int, std::vector<int>> hosts;  // host id -> ranks ascending
+  for (int r = 0; r < a.nranks; ++r) hosts[a.host_of.empty() ? r : a.host_of[r]].push_back(r);
+  const int me = a.host_of.empty() ? a.rank : a.host_of[a.rank];
+  size_t per = hosts.begin()->second.size();
+  int hi = 0;
+  for (auto& [id, ranks] : hosts) {
+    if (ranks.size() != per) L.uniform = false;
+    if (id == me) L.h = hi;
+    ++hi;
+  }
+  if (!L.uniform) return L;
+  L.local = hosts[me];
+  L.l = static_cast<int>(std::find(L.local.begin(), L.local.end(), a.rank) - L.local.begin());
+  for (auto& [id, ranks] : hosts) L.slot.push_back(ranks[L.l]);
+  return L;
+}
+
+}  // namespace
+
+bool hier_supported(const CollArgs& a) {
+  return a.nranks >= 1 && (a.host_of.empty() || static_cast<int>(a.host_of.size()) == a.nranks) &&
+         layout_of(a).uniform;
+}
+
+Schedule hier_allreduce(const CollArgs& a) {
+  Schedule s;
+  if (!hier_supported(a)) {
+    s.algorithm = "unsupported";
+    return s;
+  }
+  s.algorithm = "hier";
+  const size_t bytes = a.count * a.elem;
+  if (a.nranks == 1 || bytes == 0) {
+    if (!a.in_place && bytes > 0) s.copy({kSendBuf, 0, bytes}, {kRecvBuf, 0, bytes});
+    return s;
+  }
+  const Layout L = layout_of(a);
+  const int nl = static_cast<int>(L.local.size()), nh = static_cast<int>(L.slot.size());
+  auto part = [&](uint16_t buf, int q) {
+    q = ((q % nl) + nl) % nl;
+    return Slice{buf, part_begin(a.count, nl, q) * a.elem, part_size(a.count, nl, q) * a.elem};
+  };
+  const int right = L.local[(L.l + 1) % nl], left = L.local[(L.l - 1 + nl) % nl];
+  // (1) Reduce-scatter in the host: step t sends part l-1-t, reduces l-2-t.
+  std::vector<int> phase;
+  if (nl == 1) {
+    if (!a.in_place) phase.push_back(s.copy({kSendBuf, 0, bytes}, {kRecvBuf, 0, bytes}));
+  } else {
+    std::vector<int> made(nl, -1);  // step that last reduced part q
+    for (int t = 0; t <= nl - 2; ++t) {
+      int qs = ((L.l - 1 - t) % nl + nl) % nl, qr = ((L.l - 2 - t) % nl + nl) % nl;
+      Slice src = part(t == 0 ? kSendBuf : kRecvBuf, qs);
+      if (src.bytes > 0) phase.push_back(s.send(right, src, {made[qs]}));
+      Slice dst = part(kRecvBuf, qr);
+      if (dst.bytes > 0) phase.push_back(made[qr] = s.recv_reduce(left, dst, part(kSendBuf, qr)));
+    }
+  }
+  int f = fence(s, phase);
+  // (2) AllReduce of our part across hosts: the ring schedule, in place on
+  // that part, its peers mapped from host index to rank.
+  Slice mine = part(kRecvBuf, L.l);
+  if (nh > 1 && mine.bytes > 0) {
+    CollArgs sub;
+    sub.coll = Coll::kAllReduce;
+    sub.nranks = nh;
+    sub.rank = L.h;
+    sub.count = mine.bytes / a.elem;
+    sub.elem = a.elem;
+    sub.in_place = true;
+    sub.chunk_bytes = a.chunk_bytes;
+    Schedule inner = ring_allreduce(sub);
+    const int base = static_cast<int>(s.steps.size());
+    phase.clear();
+    for (const Step& st : inner.steps) {
+      Step x = st;
+      if (x.peer >= 0) x.peer = L.slot[x.peer];
+      for (Slice* sl : {&x.src, &x.dst, &x.with}) {
+        sl->buf = kRecvBuf;
+        sl->offset += mine.offset;
+      }
+      std::vector<int> deps;
+      for (uint32_t k = 0; k < st.dep_count; ++k) deps.push_back(base + static_cast<int>(inner.deps[st.dep_begin + k]));
+      if (deps.empty()) deps.push_back(f);
+      phase.push_back(add_after(s, x, deps));
+    }
+    f = fence(s, phase);
+  }
+  // (3) All-gather in the host: step t sends part l-t, receives l-1-t.
+  if (nl > 1) {
+    std::vector<int> got(nl, f);
+    for (int t = 0; t <= nl - 2; ++t) {
+      int qs = ((L.l - t) % nl + nl) % nl, qr = ((L.l - 1 - t) % nl + nl) % nl;
+      Slice src = part(kRecvBuf, qs);
+      if (src.bytes > 0) s.send(right, src, {got[qs], f});
+      Slice dst = part(kRecvBuf, qr);
+      if (dst.bytes > 0) got[qr] = s.recv(left, dst, {f});
+    }
+  }
+  return s;
+}
+
+}  // namespace conflux::algo
