@@ -6,12 +6,21 @@
 #include "core/log.h"
 #include "exec/executor.h"
 #include "exec/reduce.h"
+#include "tune/comm_model.h"
+#include "tune/comm_tuning.h"
 
 using namespace conflux;
 
 namespace {
 
-algo::Schedule build_schedule(const algo::CollArgs& a) {
+// The tuner's choice (cost model over the communicator's modelled cluster,
+// CONFLUX_ALGO applied); without a tuner, the fixed defaults.
+Result<algo::Schedule> build_schedule(algo::CollArgs& a, tune::Tuner* tuner) {
+  if (tuner) {
+    CFX_ASSIGN_OR_RETURN(const tune::Candidate* chosen, tuner->choose(a));
+    tune::fill_hosts(&a, tuner->model());  // hierarchical algorithms read the placement
+    return chosen->build(a);
+  }
   switch (a.coll) {
     case Coll::kAllReduce: return algo::ring_allreduce(a);
     case Coll::kAllGather: return algo::ring_allgather(a);
@@ -130,6 +139,32 @@ Status cfxComm::run_locked(std::vector<OpDesc>& ops) {
 
 Status cfxComm::run_collective(const OpDesc& op) {
   const Config& cfg = config();
+  // The tuner of this communicator, made before its first scheduled call.
+  // Ranks on different hosts calibrate separately, so they first average
+  // their constants with one small AllReduce (default algorithm, no tuner)
+  // and so model the same cluster and choose alike.
+  thread_local bool agreeing = false;
+  auto tuner_for_comm = [&]() -> Result<tune::Tuner*> {
+    if (nranks_ < 2 || agreeing) return static_cast<tune::Tuner*>(nullptr);
+    if (tune::Tuner* t = tune::find_tuner(this, id_.comm_id)) return t;
+    tune::Constants mine = tune::tuning_enabled() ? tune::machine_constants() : tune::Constants{};
+    tune::ConstantsArray local = tune::to_array(mine), sum{};
+    OpDesc agree;
+    agree.coll = Coll::kAllReduce;
+    agree.sendbuf = local.data();
+    agree.recvbuf = sum.data();
+    agree.count = local.size();
+    agree.dtype = cfxFloat64;
+    agree.op = cfxSum;
+    agreeing = true;
+    Status st = run_collective(agree);
+    agreeing = false;
+    if (!st.ok()) return st.prepend("agreeing on the tuner's constants: ");
+    for (double& v : sum) v /= nranks_;
+    tune::Constants agreed = tune::from_array(sum, mine.source + ", averaged over ranks");
+    sim::ClusterModel model = tune::model_of(table_, cfg.transport == TransportChoice::kTcp, agreed);
+    return tune::install_tuner(this, id_.comm_id, std::move(model), cfg.algo);
+  };
   if (shm_coll_ && shm_coll_->handles(op)) {
     OpSig sig = signature_of(op, ++coll_seq_);
     Status st = shm_coll_->run(op, sig, deadline_after_ms(timeout_ms_.load()), &abort_);
@@ -152,7 +187,10 @@ Status cfxComm::run_collective(const OpDesc& op) {
     a.recvcounts = op.recvcounts.data();
     a.rdispls = op.rdispls.data();
   }
-  algo::Schedule sched = build_schedule(a);
+  CFX_ASSIGN_OR_RETURN(tune::Tuner* tuner, tuner_for_comm());
+  auto built = build_schedule(a, tuner);
+  if (!built.ok()) return Status(built.status()).prepend(std::string(coll_name(op.coll)) + ": ");
+  algo::Schedule sched = std::move(built).value();
 
   OpSig sig = signature_of(op, ++coll_seq_);
 

@@ -1,0 +1,283 @@
+#include "sim/sim.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <queue>
+#include <unordered_map>
+
+namespace conflux::sim {
+
+const char* path_class_name(PathClass c) {
+  switch (c) {
+    case PathClass::kShm: return "shm";
+    case PathClass::kTcpLocal: return "tcp-local";
+    case PathClass::kNet: return "net";
+    default: return "?";
+  }
+}
+
+int ClusterModel::nhosts() const {
+  if (host.empty()) return (nranks + ranks_per_host - 1) / ranks_per_host;
+  return host.empty() ? 1 : *std::max_element(host.begin(), host.end()) + 1;
+}
+
+std::string ClusterModel::describe() const {
+  char buf[256];
+  PathClass local = same_host_tcp ? PathClass::kTcpLocal : PathClass::kShm;
+  std::snprintf(buf, sizeof buf, "%d ranks on %d hosts, %s %.2fus %.2fGB/s, net %.2fus %.2fGB/s", nranks, nhosts(),
+                path_class_name(local), params(local).lat_us, params(local).gbps, params(PathClass::kNet).lat_us,
+                params(PathClass::kNet).gbps);
+  return buf;
+}
+
+double busbw_factor(Coll c, int n) {
+  switch (c) {
+    case Coll::kAllReduce: return n > 1 ? 2.0 * (n - 1) / n : 0;
+    case Coll::kAllGather:
+    case Coll::kReduceScatter:
+    case Coll::kAlltoAll:
+    case Coll::kAlltoAllv: return n > 1 ? double(n - 1) / n : 0;
+    default: return 1.0;
+  }
+}
+
+namespace {
+
+using algo::StepKind;
+constexpr uint32_t kNone = ~0u;
+
+// What timing needs of every step, structure-of-arrays to stay compact.
+struct Steps {
+  std::vector<uint8_t> kind;
+  std::vector<int32_t> owner;  // representative rank index
+  std::vector<int32_t> peer;   // absolute peer rank (in the owner's frame)
+  std::vector<uint64_t> bytes;
+  std::vector<uint32_t> dep_begin{0}, deps;
+  std::vector<uint32_t> match, next;  // matched send/recv; next step in the same FIFO
+  size_t size() const { return kind.size(); }
+};
+
+uint64_t pair_key(int a, int b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
+
+class Sim {
+ public:
+  Sim(const ClusterModel& m, int period) : m_(m), reps_(period > 0 ? period : m.nranks) {}
+
+  Status load(const algo::CollArgs& args, const Builder& build);
+  Status run(SimResult* out);
+
+ private:
+  int rep_of(int r) const { return r % reps_; }
+  void complete(uint32_t i, double t, int hops);
+  void release(uint32_t i);
+
+  const ClusterModel& m_;
+  int reps_;
+  Steps s_;
+  std::vector<uint32_t> pending_, dependents_begin_, dependents_;
+  std::vector<double> ready_, done_;
+  std::vector<int32_t> hops_ready_, hops_;
+  std::vector<double> port_free_, port_bytes_;
+  using Event = std::pair<double, uint32_t>;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> sends_;
+  std::vector<uint32_t> work_;
+  size_t finished_ = 0;
+};
+
+Status Sim::load(const algo::CollArgs& args, const Builder& build) {
+  // sendq[(src rep, dst abs)] and recvq[(dst rep, src abs in dst's frame)].
+  std::unordered_map<uint64_t, std::vector<uint32_t>> sendq, recvq;
+  for (int r = 0; r < reps_; ++r) {
+    algo::CollArgs a = args;
+    a.rank = r;
+    a.nranks = m_.nranks;
+    algo::Schedule sch = build(a);
+    const uint32_t base = static_cast<uint32_t>(s_.size());
+    for (const algo::Step& st : sch.steps) {
+      const uint32_t id = static_cast<uint32_t>(s_.size());
+      s_.kind.push_back(static_cast<uint8_t>(st.kind));
+      s_.owner.push_back(r);
+      s_.peer.push_back(st.peer);
+      s_.bytes.push_back(st.kind == StepKind::kSend ? st.src.bytes : st.dst.bytes);
+      for (uint32_t k = 0; k < st.dep_count; ++k) s_.deps.push_back(base + sch.deps[st.dep_begin + k]);
+      s_.dep_begin.push_back(static_cast<uint32_t>(s_.deps.size()));
+      if (st.kind == StepKind::kSend) {
+        if (st.peer < 0 || st.peer >= m_.nranks) return invalid_argument("rank " + std::to_string(r) + " sends to bad peer");
+        sendq[pair_key(r, st.peer)].push_back(id);
+      } else if (st.kind != StepKind::kCopy) {
+        if (st.peer < 0 || st.peer >= m_.nranks) return invalid_argument("rank " + std::to_string(r) + " receives from bad peer");
+        recvq[pair_key(r, st.peer)].push_back(id);
+      }
+    }
+  }
+  s_.match.assign(s_.size(), kNone);
+  s_.next.assign(s_.size(), kNone);
+  auto chain = [&](const std::vector<uint32_t>& q) {
+    for (size_t k = 1; k < q.size(); ++k) s_.next[q[k - 1]] = q[k];
+  };
+  for (auto& [key, q] : sendq) {
+    int src = static_cast<int>(key >> 32), dst = static_cast<int>(key & 0xffffffffu);
+    int shift = dst - rep_of(dst);  // move the pair so the receiver is a representative
+    int label = ((src - shift) % m_.nranks + m_.nranks) % m_.nranks;
+    auto it = recvq.find(pair_key(rep_of(dst), label));
+    size_t nrecv = it == recvq.end() ? 0 : it->second.size();
+    if (nrecv != q.size())
+      return invalid_argument("rank " + std::to_string(src) + " sends " + std::to_string(q.size()) +
+                              " messages to rank " + std::to_string(dst) + " which receives " + std::to_string(nrecv));
+    for (size_t k = 0; k < q.size(); ++k) {
+      s_.match[q[k]] = it->second[k];
+      s_.match[it->second[k]] = q[k];
+    }
+    chain(q);
+  }
+  for (auto& [key, q] : recvq) {
+    for (uint32_t id : q)
+      if (s_.match[id] == kNone)
+        return invalid_argument("rank " + std::to_string(key >> 32) + " receives from rank " +
+                                std::to_string(key & 0xffffffffu) + " which never sends");
+    chain(q);
+  }
+  return Status::Ok();
+}
+
+void Sim::release(uint32_t i) {
+  if (--pending_[i] != 0) return;
+  if (s_.kind[i] == static_cast<uint8_t>(StepKind::kSend)) {
+    sends_.push({ready_[i], i});
+  } else {
+    work_.push_back(i);
+  }
+}
+
+void Sim::complete(uint32_t i, double t, int hops) {
+  done_[i] = t;
+  hops_[i] = hops;
+  ++finished_;
+  auto bump = [&](uint32_t d) {
+    ready_[d] = std::max(ready_[d], t);
+    hops_ready_[d] = std::max(hops_ready_[d], hops);
+    release(d);
+  };
+  for (uint32_t k = dependents_begin_[i]; k < dependents_begin_[i + 1]; ++k) bump(dependents_[k]);
+  if (s_.next[i] != kNone) bump(s_.next[i]);
+}
+
+Status Sim::run(SimResult* out) {
+  const size_t n = s_.size();
+  pending_.assign(n, 0);
+  ready_.assign(n, 0.0);
+  done_.assign(n, 0.0);
+  hops_ready_.assign(n, 0);
+  hops_.assign(n, 0);
+  // Dependents in CSR form; pending = deps + FIFO predecessor + (receives) the matched send.
+  std::vector<uint32_t> count(n + 1, 0);
+  for (uint32_t d : s_.deps) ++count[d + 1];
+  for (size_t i = 0; i < n; ++i) count[i + 1] += count[i];
+  dependents_begin_ = count;
+  dependents_.assign(s_.deps.size(), 0);
+  for (size_t i = 0; i < n; ++i)
+    for (uint32_t k = s_.dep_begin[i]; k < s_.dep_begin[i + 1]; ++k) dependents_[count[s_.deps[k]]++] = uint32_t(i);
+  for (size_t i = 0; i < n; ++i) pending_[i] += s_.dep_begin[i + 1] - s_.dep_begin[i];
+  for (size_t i = 0; i < n; ++i) {
+    if (s_.next[i] != kNone) ++pending_[s_.next[i]];
+    if (s_.kind[i] == uint8_t(StepKind::kRecv) || s_.kind[i] == uint8_t(StepKind::kRecvReduce)) ++pending_[i];
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (pending_[i] != 0) continue;
+    if (s_.kind[i] == uint8_t(StepKind::kSend)) sends_.push({0.0, uint32_t(i)});
+    else work_.push_back(uint32_t(i));
+  }
+  // Ports: per representative rank a local egress and ingress, per host a NIC egress and ingress.
+  const int nhosts = m_.nhosts();
+  port_free_.assign(2 * size_t(reps_) + 2 * size_t(nhosts), 0.0);
+  port_bytes_.assign(port_free_.size(), 0.0);
+  auto local_port = [&](int rep, bool in) { return 2 * size_t(rep) + (in ? 1 : 0); };
+  auto nic_port = [&](int host, bool in) { return 2 * size_t(reps_) + 2 * size_t(host) + (in ? 1 : 0); };
+  size_t messages = 0;
+  for (;;) {
+    while (!work_.empty()) {  // receives and copies resolve as soon as their inputs are known
+      uint32_t i = work_.back();
+      work_.pop_back();
+      double cost = 0;
+      auto kind = StepKind(s_.kind[i]);
+      if (kind == StepKind::kRecvReduce && m_.reduce_gbps > 0) cost = double(s_.bytes[i]) / (m_.reduce_gbps * 1e3);
+      if (kind == StepKind::kCopy && m_.copy_gbps > 0) cost = double(s_.bytes[i]) / (m_.copy_gbps * 1e3);
+      complete(i, ready_[i] + cost, hops_ready_[i]);
+    }
+    if (sends_.empty()) break;
+    auto [t, i] = sends_.top();
+    sends_.pop();
+    const int src = s_.owner[i], dst = s_.peer[i];
+    const int dst_rep = rep_of(dst);
+    PathClass pc = m_.path(src, dst);
+    const LinkParams& lp = m_.params(pc);
+    size_t out_port, in_port;
+    if (pc == PathClass::kNet) {
+      out_port = nic_port(m_.host_of(src), false);
+      in_port = nic_port(m_.host_of(dst_rep), true);
+    } else {
+      out_port = local_port(src, false);
+      in_port = local_port(dst_rep, true);
+    }
+    double start = std::max({t, port_free_[out_port], port_free_[in_port]});
+    double dur = double(s_.bytes[i]) / (lp.gbps * 1e3);
+    port_free_[out_port] = port_free_[in_port] = start + dur;
+    port_bytes_[out_port] += double(s_.bytes[i]);
+    port_bytes_[in_port] += double(s_.bytes[i]);
+    ++messages;
+    uint32_t r = s_.match[i];
+    ready_[r] = std::max(ready_[r], start + dur + lp.lat_us);
+    hops_ready_[r] = std::max(hops_ready_[r], hops_ready_[i] + 1);
+    complete(i, start + dur, hops_ready_[i]);
+    release(r);
+  }
+  if (finished_ != n)
+    return internal_error("schedule deadlocks: " + std::to_string(n - finished_) + " of " + std::to_string(n) +
+                          " steps never become ready");
+  out->steps = n;
+  out->messages = messages;
+  for (size_t i = 0; i < n; ++i) {
+    out->time_us = std::max(out->time_us, done_[i]);
+    out->critical_hops = std::max(out->critical_hops, hops_[i]);
+  }
+  size_t best = 0;
+  for (size_t p = 0; p < port_bytes_.size(); ++p)
+    if (port_bytes_[p] > port_bytes_[best]) best = p;
+  out->bottleneck_bytes = port_bytes_.empty() ? 0 : port_bytes_[best];
+  if (best < 2 * size_t(reps_))
+    out->bottleneck = "rank " + std::to_string(best / 2) + (best % 2 ? " ingress" : " egress");
+  else
+    out->bottleneck = "host " + std::to_string((best - 2 * reps_) / 2) + " NIC" + ((best - 2 * reps_) % 2 ? " ingress" : " egress");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<SimResult> simulate(const ClusterModel& model, const algo::CollArgs& args, const Builder& build,
+                           const SimOptions& opt) {
+  if (model.nranks < 1) return invalid_argument("simulate: need at least one rank");
+  int period = opt.period;
+  if (period > 0 && (model.nranks % period != 0 || !model.host.empty() || period % model.ranks_per_host != 0))
+    period = 0;  // no usable symmetry: simulate every rank
+  if (period >= model.nranks) period = 0;
+  const int reps = period > 0 ? period : model.nranks;
+  // Coarsen chunking until the estimated step count fits: rank 0's schedule
+  // size times the number of ranks built.
+  algo::CollArgs a = args;
+  a.nranks = model.nranks;
+  a.rank = 0;
+  for (int guard = 0; guard < 40; ++guard) {
+    size_t est = build(a).steps.size() * size_t(reps);
+    if (est <= opt.max_steps || a.chunk_bytes >= (size_t(1) << 40)) break;
+    a.chunk_bytes *= 2;
+  }
+  Sim sim(model, period);
+  CFX_RETURN_IF_ERROR(sim.load(a, build));
+  SimResult r;
+  CFX_RETURN_IF_ERROR(sim.run(&r));
+  r.chunk_bytes = a.chunk_bytes;
+  r.symmetric = period > 0;
+  return r;
+}
+
+}  // namespace conflux::sim

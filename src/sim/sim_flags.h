@@ -1,0 +1,55 @@
+// Command-line flags describing a modelled cluster, shared by `conflux sim`
+// and `conflux plan` (header-only: only the tools, which link CLI11, use it).
+// Unset flags take this machine's calibrated constants.
+#pragma once
+
+#include "sim/sim_model.h"
+#include "tune/calibrate.h"
+
+#include <CLI/CLI.hpp>
+
+namespace conflux::sim {
+
+struct ClusterFlags {
+  int ranks = 0;           // total; 0: hosts * ranks_per_host
+  int hosts = 1;
+  int ranks_per_host = 0;  // 0: ranks / hosts (or 8 when neither is given)
+  double intra_bw = 0, intra_lat = -1, net_bw = 0, net_lat = -1;
+  bool tcp_local = false;
+
+  void add_to(CLI::App& app) {
+    app.add_option("--ranks,-n", ranks, "Total ranks (default hosts x ranks-per-host)");
+    app.add_option("--hosts", hosts, "Hosts");
+    app.add_option("--ranks-per-host", ranks_per_host, "Ranks per host");
+    app.add_option("--intra-bw", intra_bw, "Intra-host bandwidth per rank, GB/s (default: calibrated)");
+    app.add_option("--intra-lat", intra_lat, "Intra-host latency, us (default: calibrated)");
+    app.add_option("--net-bw", net_bw, "Network bandwidth per host NIC, GB/s (default: calibrated)");
+    app.add_option("--net-lat", net_lat, "Network latency, us (default: calibrated)");
+    app.add_flag("--tcp-local", tcp_local, "Ranks of one host talk over loopback TCP (CONFLUX_TRANSPORT=tcp)");
+  }
+
+  // The model, and a description of where its constants came from.
+  ClusterModel model(std::string* source) const {
+    ClusterModel m;
+    int rph = ranks_per_host;
+    if (rph <= 0) rph = ranks > 0 ? (ranks + hosts - 1) / std::max(1, hosts) : 8;
+    m.ranks_per_host = std::max(1, rph);
+    m.nranks = ranks > 0 ? ranks : std::max(1, hosts) * m.ranks_per_host;
+    m.same_host_tcp = tcp_local;
+    bool all_given = intra_bw > 0 && intra_lat >= 0 && net_bw > 0 && net_lat >= 0;
+    tune::Constants c;
+    if (!all_given) c = tune::machine_constants();
+    c.apply_to(&m);
+    LinkParams& local = m.link[static_cast<int>(tcp_local ? PathClass::kTcpLocal : PathClass::kShm)];
+    if (intra_bw > 0) local.gbps = intra_bw;
+    if (intra_lat >= 0) local.lat_us = intra_lat;
+    LinkParams& net = m.link[static_cast<int>(PathClass::kNet)];
+    if (net_bw > 0) net.gbps = net_bw;
+    if (net_lat >= 0) net.lat_us = net_lat;
+    if (all_given) m.reduce_gbps = 0;  // a fully specified model is pure alpha-beta
+    if (source) *source = all_given ? "flags" : "calibration (" + c.source + ") with flag overrides";
+    return m;
+  }
+};
+
+}  // namespace conflux::sim

@@ -1,0 +1,40 @@
+// The modelled cluster the simulator runs schedules on: which host each rank
+// lives on, and an alpha-beta link per path class. Times are microseconds,
+// bandwidths GB/s (1 GB/s = 1000 bytes/us).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace conflux::sim {
+
+// Path classes, cheapest first: shared memory inside a host, TCP between
+// processes of one host (loopback; used when shm is off), and the network.
+enum class PathClass : int { kShm = 0, kTcpLocal = 1, kNet = 2, kCount = 3 };
+const char* path_class_name(PathClass c);
+
+struct LinkParams {
+  double lat_us = 1.0;  // alpha: per-message latency, including software overhead
+  double gbps = 10.0;   // beta: GB/s of one port of this class
+};
+
+struct ClusterModel {
+  int nranks = 1;
+  int ranks_per_host = 1;     // used when `host` is empty: rank r is on host r / ranks_per_host
+  std::vector<int> host;      // optional explicit host index per rank (a real communicator's table)
+  bool same_host_tcp = false; // ranks on one host talk over loopback TCP instead of shm
+  LinkParams link[3] = {{1.0, 20.0}, {10.0, 3.0}, {5.0, 12.5}};
+  double reduce_gbps = 0;     // recv-reduce cost per byte on the receiver (0: free)
+  double copy_gbps = 0;       // local copy cost (0: free)
+
+  int host_of(int rank) const { return host.empty() ? rank / ranks_per_host : host[rank]; }
+  PathClass path(int a, int b) const {
+    if (host_of(a) != host_of(b)) return PathClass::kNet;
+    return same_host_tcp ? PathClass::kTcpLocal : PathClass::kShm;
+  }
+  const LinkParams& params(PathClass c) const { return link[static_cast<int>(c)]; }
+  int nhosts() const;
+  std::string describe() const;  // "128 hosts x 8 ranks, shm 1us 20GB/s, net 5us 50GB/s"
+};
+
+}  // namespace conflux::sim

@@ -1,0 +1,292 @@
+#include "tune/calibrate.h"
+
+#include "core/log.h"
+#include "exec/reduce.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <sys/file.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace conflux::tune {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
+
+// Best of a few repetitions: the machine is shared, the minimum is the signal.
+template <typename F>
+double best_of(int reps, F f) {
+  double best = 1e300;
+  for (int i = 0; i < reps; ++i) best = std::min(best, f());
+  return best;
+}
+
+double measure_memcpy_gbps() {
+  const size_t n = 8 << 20;
+  std::vector<char> a(n, 1), b(n, 2);
+  double us = best_of(5, [&] {
+    auto t0 = Clock::now();
+    std::memcpy(b.data(), a.data(), n);
+    std::swap(a, b);
+    return us_since(t0);
+  });
+  return double(n) / 1e3 / std::max(us, 1e-3);
+}
+
+double measure_reduce_gbps() {
+  const size_t count = 1 << 20;
+  std::vector<float> a(count, 1.0f), b(count, 2.0f);
+  ReduceFn fn = reduce_fn(cfxFloat32, cfxSum);
+  if (!fn) return 4.0;
+  double us = best_of(5, [&] {
+    auto t0 = Clock::now();
+    fn(a.data(), a.data(), b.data(), count);
+    return us_since(t0);
+  });
+  return double(count * sizeof(float)) / 1e3 / std::max(us, 1e-3);
+}
+
+// Half the round trip of a flag bounced between two threads.
+double measure_thread_handoff_us() {
+  std::atomic<int> flag{0};
+  const int iters = 300;
+  std::thread peer([&] {
+    for (int i = 0; i < iters; ++i) {
+      while (flag.load(std::memory_order_acquire) != 2 * i + 1) sched_yield();
+      flag.store(2 * i + 2, std::memory_order_release);
+    }
+  });
+  auto t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) {
+    flag.store(2 * i + 1, std::memory_order_release);
+    while (flag.load(std::memory_order_acquire) != 2 * i + 2) sched_yield();
+  }
+  double us = us_since(t0);
+  peer.join();
+  return us / iters / 2;
+}
+
+bool full_io(int fd, char* p, size_t n, bool send) {
+  while (n > 0) {
+    ssize_t r = send ? ::send(fd, p, n, MSG_NOSIGNAL) : ::recv(fd, p, n, 0);
+    if (r <= 0) return false;
+    p += r;
+    n -= size_t(r);
+  }
+  return true;
+}
+
+// Loopback TCP: ping-pong latency and streaming bandwidth between two threads.
+bool measure_tcp(double* lat_us, double* gbps) {
+  int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (lfd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(lfd, 1) != 0 ||
+      ::getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(lfd);
+    return false;
+  }
+  const int pings = 100;
+  const size_t stream = 16 << 20, piece = 256 << 10;
+  std::thread server([&] {
+    int fd = ::accept(lfd, nullptr, nullptr);
+    if (fd < 0) return;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char c = 0;
+    for (int i = 0; i < pings; ++i)
+      if (!full_io(fd, &c, 1, false) || !full_io(fd, &c, 1, true)) break;
+    std::vector<char> buf(piece);
+    for (int rep = 0; rep < 3; ++rep) {
+      for (size_t got = 0; got < stream; got += piece)
+        if (!full_io(fd, buf.data(), piece, false)) break;
+      full_io(fd, &c, 1, true);
+    }
+    ::close(fd);
+  });
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  bool ok = fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  if (ok) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    char c = 1;
+    auto t0 = Clock::now();
+    for (int i = 0; i < pings && ok; ++i) ok = full_io(fd, &c, 1, true) && full_io(fd, &c, 1, false);
+    *lat_us = us_since(t0) / pings / 2;
+    std::vector<char> buf(piece, 3);
+    double best = 1e300;
+    for (int rep = 0; rep < 3 && ok; ++rep) {
+      auto t1 = Clock::now();
+      for (size_t sent = 0; sent < stream && ok; sent += piece) ok = full_io(fd, buf.data(), piece, true);
+      ok = ok && full_io(fd, &c, 1, false);
+      best = std::min(best, us_since(t1));
+    }
+    *gbps = double(stream) / 1e3 / best;
+  }
+  if (fd >= 0) ::close(fd);
+  server.join();
+  ::close(lfd);
+  return ok;
+}
+
+std::string host_key() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const char* hostid = std::getenv("CONFLUX_HOSTID");
+  std::string key = hostid && *hostid ? std::string(hostid) : std::string(host);
+  for (char& ch : key)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '.') ch = '_';
+  return key;
+}
+
+void mkdirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i)
+    if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
+}
+
+bool env_is_off(const char* name) {
+  const char* v = std::getenv(name);
+  return v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 || std::strcmp(v, "none") == 0);
+}
+
+// CONFLUX_TUNE_NET="lat_us,GB/s" replaces the network constants.
+void apply_net_override(Constants* c) {
+  const char* v = std::getenv("CONFLUX_TUNE_NET");
+  if (!v || !*v) return;
+  double lat = 0, bw = 0;
+  if (std::sscanf(v, "%lf,%lf", &lat, &bw) == 2 && lat >= 0 && bw > 0) {
+    c->net = {lat, bw};
+    c->source += " + CONFLUX_TUNE_NET";
+  } else {
+    CFX_WARN(kTune, "CONFLUX_TUNE_NET=\"%s\" ignored: expected \"latency_us,GB/s\"", v);
+  }
+}
+
+}  // namespace
+
+std::string Constants::to_text() const {
+  std::ostringstream o;
+  o << "shm_lat_us " << shm.lat_us << "\nshm_gbps " << shm.gbps << "\ntcp_lat_us " << tcp.lat_us << "\ntcp_gbps "
+    << tcp.gbps << "\nnet_lat_us " << net.lat_us << "\nnet_gbps " << net.gbps << "\nreduce_gbps " << reduce_gbps
+    << "\n";
+  return o.str();
+}
+
+bool Constants::from_text(const std::string& text, Constants* out) {
+  std::istringstream in(text);
+  std::string key;
+  double v = 0;
+  int seen = 0;
+  Constants c;
+  while (in >> key >> v) {
+    if (!(v > 0)) return false;
+    if (key == "shm_lat_us") c.shm.lat_us = v, ++seen;
+    else if (key == "shm_gbps") c.shm.gbps = v, ++seen;
+    else if (key == "tcp_lat_us") c.tcp.lat_us = v, ++seen;
+    else if (key == "tcp_gbps") c.tcp.gbps = v, ++seen;
+    else if (key == "net_lat_us") c.net.lat_us = v, ++seen;
+    else if (key == "net_gbps") c.net.gbps = v, ++seen;
+    else if (key == "reduce_gbps") c.reduce_gbps = v, ++seen;
+  }
+  if (seen != 7) return false;
+  *out = c;
+  return true;
+}
+
+void Constants::apply_to(sim::ClusterModel* m) const {
+  m->link[static_cast<int>(sim::PathClass::kShm)] = shm;
+  m->link[static_cast<int>(sim::PathClass::kTcpLocal)] = tcp;
+  m->link[static_cast<int>(sim::PathClass::kNet)] = net;
+  m->reduce_gbps = reduce_gbps;
+}
+
+Constants measure_constants() {
+  Constants c;
+  double memcpy_gbps = measure_memcpy_gbps();
+  c.shm = {std::max(0.05, measure_thread_handoff_us()), memcpy_gbps / 2};
+  c.reduce_gbps = measure_reduce_gbps();
+  double lat = 0, bw = 0;
+  if (measure_tcp(&lat, &bw)) c.tcp = {lat, bw};
+  c.net = c.tcp;
+  c.source = "measured";
+  return c;
+}
+
+std::string cache_file() {
+  const char* dir = std::getenv("CONFLUX_TUNE_CACHE");
+  std::string d;
+  if (dir && *dir) {
+    if (env_is_off("CONFLUX_TUNE_CACHE")) return "";
+    d = dir;
+  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
+    d = std::string(xdg) + "/conflux";
+  } else if (const char* home = std::getenv("HOME"); home && *home) {
+    d = std::string(home) + "/.cache/conflux";
+  } else {
+    return "";
+  }
+  return d + "/tune-" + host_key() + ".txt";
+}
+
+Constants machine_constants() {
+  static std::mutex mutex;
+  static bool have = false;
+  static Constants memo;
+  std::lock_guard lock(mutex);
+  if (have) return memo;
+  have = true;
+  if (env_is_off("CONFLUX_TUNE_CALIBRATE")) {
+    apply_net_override(&memo);
+    return memo;
+  }
+  std::string path = cache_file();
+  if (path.empty()) {
+    memo = measure_constants();
+    apply_net_override(&memo);
+    return memo;
+  }
+  mkdirs(path.substr(0, path.rfind('/')));
+  // One process per host measures; the others wait on the lock and read.
+  int fd = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd >= 0) ::flock(fd, LOCK_EX);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (Constants::from_text(text.str(), &memo)) {
+    memo.source = "cache " + path;
+  } else {
+    memo = measure_constants();
+    std::ofstream out(path + ".tmp");
+    out << memo.to_text();
+    out.close();
+    if (out) std::rename((path + ".tmp").c_str(), path.c_str());
+    CFX_INFO(kTune, "calibrated this host, cached in %s", path.c_str());
+  }
+  if (fd >= 0) {
+    ::flock(fd, LOCK_UN);
+    ::close(fd);
+  }
+  apply_net_override(&memo);
+  return memo;
+}
+
+}  // namespace conflux::tune

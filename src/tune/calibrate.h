@@ -1,0 +1,40 @@
+// Machine constants for the cost model, measured on this host at first use
+// and cached per host identity:
+//   shm   latency: a cache-line ping-pong between two threads (futex-free
+//         spin, the floor of a shm hand-off) plus the measured cost of one
+//         executor-style poll round; bandwidth: memcpy / 2 (a shm message is
+//         copied in and out of a shared slot)
+//   tcp   loopback ping-pong (latency) and a 16 MiB stream (bandwidth)
+//   net   the tcp numbers (no peer host to measure against at first use);
+//         CONFLUX_TUNE_NET="lat_us,GB/s" overrides, e.g. for a capped link
+//   reduce  float32 sum kernel throughput
+// Cache: $CONFLUX_TUNE_CACHE (a directory; "off" disables the cache), else
+// $XDG_CACHE_HOME/conflux, else ~/.cache/conflux; file tune-<host>.txt.
+// CONFLUX_TUNE_CALIBRATE=0 skips measuring and uses the built-in defaults.
+#pragma once
+
+#include "sim/sim_model.h"
+
+#include <string>
+
+namespace conflux::tune {
+
+struct Constants {
+  sim::LinkParams shm{2.0, 5.0}, tcp{15.0, 2.0}, net{15.0, 2.0};
+  double reduce_gbps = 4.0;
+  std::string source = "defaults";  // "measured", "cache <path>", "defaults"
+
+  std::string to_text() const;                 // one "key value" per line
+  static bool from_text(const std::string& text, Constants* out);
+  void apply_to(sim::ClusterModel* m) const;   // fills link params and reduce cost
+};
+
+// Measures now (about 0.3 s).
+Constants measure_constants();
+// Cached constants for this host: from the cache file, else measured and
+// stored. Thread-safe; the result is memoised for the process.
+Constants machine_constants();
+// The cache file for this host ("" when caching is off).
+std::string cache_file();
+
+}  // namespace conflux::tune

@@ -1,0 +1,124 @@
+#include "tune/tuner.h"
+
+#include "core/log.h"
+
+#include <cstdio>
+
+namespace conflux::tune {
+
+Result<sim::SimResult> predict(const Candidate& c, const algo::CollArgs& args, const sim::ClusterModel& m,
+                               size_t max_steps) {
+  algo::CollArgs a = args;
+  a.nranks = m.nranks;
+  fill_hosts(&a, m);
+  sim::SimOptions opt;
+  opt.max_steps = max_steps;
+  // Rotation by whole hosts maps the schedule onto itself only for the
+  // identity (host-major) ring order.
+  // AllReduce blocks must be equal too: an empty block is skipped, which
+  // breaks the symmetry (small messages are cheap to simulate in full).
+  bool identity_ring = a.ring.empty();
+  bool equal_blocks = a.coll != Coll::kAllReduce || a.count % size_t(m.nranks) == 0;
+  if (c.host_rotation_symmetric && identity_ring && equal_blocks && m.host.empty()) opt.period = m.ranks_per_host;
+  return sim::simulate(m, a, c.build, opt);
+}
+
+void fill_hosts(algo::CollArgs* a, const sim::ClusterModel& m) {
+  if (!a->host_of.empty()) return;
+  a->host_of.resize(size_t(m.nranks));
+  for (int r = 0; r < m.nranks; ++r) a->host_of[size_t(r)] = m.host_of(r);
+}
+
+Result<Decision> decide(const algo::CollArgs& args, const sim::ClusterModel& m, const AlgoFilter& f,
+                        const DecideOptions& opt) {
+  Decision d;
+  algo::CollArgs a = args;
+  a.nranks = m.nranks;
+  fill_hosts(&a, m);
+  const size_t bytes = call_bytes(a);
+  const AlgoRule* rule = f.rule_for(a.coll, bytes);
+  if (rule) {
+    for (const std::string& name : rule->names) {
+      auto names = algorithm_names();
+      if (std::find(names.begin(), names.end(), name) == names.end()) {
+        std::string known;
+        for (auto& k : names) known += (known.empty() ? "" : ", ") + k;
+        return invalid_argument("CONFLUX_ALGO rule \"" + rule->text + "\" names unknown algorithm \"" + name +
+                                "\" (known: " + known + ")");
+      }
+    }
+  }
+  std::vector<const Candidate*> usable;
+  for (const Candidate* c : candidates_for(a.coll)) {
+    Prediction p;
+    p.algo = c->name;
+    p.why_not = c->cannot_serve ? c->cannot_serve(a, m) : "";
+    if (p.why_not.empty() && !AlgoFilter::allows(rule, c->name)) p.why_not = "excluded by CONFLUX_ALGO \"" + rule->text + "\"";
+    if (p.why_not.empty()) usable.push_back(c);
+    d.predictions.push_back(p);
+  }
+  if (usable.empty()) {
+    std::string msg = std::string(coll_name(a.coll)) + " of " + std::to_string(bytes) + " bytes on " +
+                      std::to_string(m.nranks) + " ranks: no algorithm can serve it";
+    if (rule) msg = "CONFLUX_ALGO rule \"" + rule->text + "\" leaves no usable algorithm for " + msg.substr(0, msg.find(':'));
+    for (const Prediction& p : d.predictions) msg += "; " + p.algo + ": " + p.why_not;
+    return invalid_argument(msg);
+  }
+  if (!opt.use_model) usable.erase(usable.begin() + 1, usable.end());  // registry order: the library's historical default first
+  const bool simulate_all = opt.use_model && (usable.size() > 1 || opt.simulate_single);
+  for (Prediction& p : d.predictions) {
+    if (!p.why_not.empty() || !simulate_all) continue;
+    for (const Candidate* c : usable)
+      if (c->name == p.algo) {
+        auto r = predict(*c, a, m, opt.max_steps);
+        if (!r.ok()) {
+          p.why_not = "simulation failed: " + r.status().message();
+        } else {
+          p.sim = r.value();
+        }
+      }
+  }
+  const Prediction* best = nullptr;
+  for (const Prediction& p : d.predictions) {
+    if (!p.why_not.empty()) continue;
+    bool in_usable = false;
+    for (const Candidate* c : usable) in_usable |= c->name == p.algo;
+    if (in_usable && (!best || p.sim.time_us < best->sim.time_us)) best = &p;
+  }
+  if (!best) return internal_error(std::string(coll_name(a.coll)) + ": every candidate failed to simulate");
+  for (const Candidate* c : usable)
+    if (c->name == best->algo) d.chosen = c;
+  char buf[256];
+  if (!opt.use_model) {
+    std::snprintf(buf, sizeof buf, "%s: first usable algorithm (CONFLUX_TUNE=0, no cost model)", best->algo.c_str());
+  } else if (usable.size() == 1) {
+    std::snprintf(buf, sizeof buf, "%s is the only usable algorithm%s", best->algo.c_str(),
+                  rule && !rule->exclude ? " (forced by CONFLUX_ALGO)" : "");
+  } else {
+    const Prediction* second = nullptr;
+    for (const Prediction& p : d.predictions)
+      if (p.why_not.empty() && &p != best && (!second || p.sim.time_us < second->sim.time_us)) second = &p;
+    const sim::SimResult& s = best->sim;
+    std::snprintf(buf, sizeof buf, "%s predicted fastest: %.1f us (%d latency hops, %.0f bytes on %s), %.2fx ahead of %s",
+                  best->algo.c_str(), s.time_us, s.critical_hops, s.bottleneck_bytes, s.bottleneck.c_str(),
+                  second && s.time_us > 0 ? second->sim.time_us / s.time_us : 1.0, second ? second->algo.c_str() : "-");
+  }
+  d.reason = buf;
+  return d;
+}
+
+Result<const Candidate*> Tuner::choose(const algo::CollArgs& a) {
+  std::lock_guard lock(mutex_);
+  auto key = std::make_pair(static_cast<int>(a.coll), call_bytes(a));
+  auto it = memo_.find(key);
+  if (it != memo_.end()) return it->second;
+  DecideOptions opt;
+  opt.use_model = use_model_;
+  CFX_ASSIGN_OR_RETURN(Decision d, decide(a, model_, filter_, opt));
+  CFX_INFO(kTune, "%s %zu bytes on %d ranks (%d hosts): %s — %s", coll_name(a.coll), call_bytes(a), model_.nranks,
+           model_.nhosts(), d.chosen->name.c_str(), d.reason.c_str());
+  memo_[key] = d.chosen;
+  return d.chosen;
+}
+
+}  // namespace conflux::tune

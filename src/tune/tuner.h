@@ -1,0 +1,67 @@
+// Algorithm choice: every candidate that may serve the call (CONFLUX_ALGO
+// permitting) is simulated on the communicator's modelled cluster, and the
+// fastest predicted wins. The simulation is the alpha-beta cost model read
+// off the schedule itself: per-message latency (alpha) along the critical
+// path plus bytes over the busiest port / bandwidth (beta), with the
+// pipelining and contention the schedule actually has.
+#pragma once
+
+#include "sim/sim.h"
+#include "tune/algo_filter.h"
+#include "tune/candidates.h"
+
+#include <map>
+#include <mutex>
+
+namespace conflux::tune {
+
+struct Prediction {
+  std::string algo;
+  std::string why_not;  // non-empty: not usable (cannot serve, or excluded by CONFLUX_ALGO)
+  sim::SimResult sim;
+};
+
+struct Decision {
+  const Candidate* chosen = nullptr;
+  std::vector<Prediction> predictions;  // every candidate, in registry order
+  std::string reason;                   // one line: why this one
+};
+
+struct DecideOptions {
+  size_t max_steps = 400'000;  // simulation budget per candidate (chunks coarsen above it)
+  bool simulate_single = false;  // simulate even when only one candidate is usable (for plan)
+  bool use_model = true;         // false (CONFLUX_TUNE=0): the first usable candidate, no simulation
+};
+
+Result<Decision> decide(const algo::CollArgs& a, const sim::ClusterModel& m, const AlgoFilter& f,
+                        const DecideOptions& opt = {});
+
+// Simulates one candidate (symmetry used when the candidate and model allow it).
+Result<sim::SimResult> predict(const Candidate& c, const algo::CollArgs& a, const sim::ClusterModel& m,
+                               size_t max_steps);
+
+// Sets a.host_of from the model when the caller left it empty (hierarchical
+// algorithms read it).
+void fill_hosts(algo::CollArgs* a, const sim::ClusterModel& m);
+
+// Per-communicator memo of decisions, keyed by (collective, bytes).
+class Tuner {
+ public:
+  Tuner(sim::ClusterModel model, AlgoFilter filter, bool use_model = true)
+      : model_(std::move(model)), filter_(std::move(filter)), use_model_(use_model) {}
+  Result<const Candidate*> choose(const algo::CollArgs& a);
+  const sim::ClusterModel& model() const { return model_; }
+
+ private:
+  sim::ClusterModel model_;
+  AlgoFilter filter_;
+  bool use_model_ = true;
+  std::mutex mutex_;
+  std::map<std::pair<int, size_t>, const Candidate*> memo_;
+};
+
+// Bytes the size ranges of CONFLUX_ALGO and the memo refer to: the call's
+// count times the element size.
+inline size_t call_bytes(const algo::CollArgs& a) { return a.count * a.elem; }
+
+}  // namespace conflux::tune

@@ -1,0 +1,192 @@
+// The simulator against theory: ring AllReduce 2(N-1)(a + S/(N B)), tree
+// latency growing like log2 N, rotation symmetry exact, large rank counts
+// fast, broken schedules reported.
+#include "sim/sim.h"
+#include "tune/candidates.h"
+#include "tune/tuner.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+
+namespace conflux::sim {
+namespace {
+
+// Every rank on its own host: every link is the network link.
+ClusterModel flat(int n, double lat_us, double gbps) {
+  ClusterModel m;
+  m.nranks = n;
+  m.ranks_per_host = 1;
+  m.link[static_cast<int>(PathClass::kNet)] = {lat_us, gbps};
+  return m;
+}
+
+algo::CollArgs allreduce(size_t bytes) {
+  algo::CollArgs a;
+  a.coll = Coll::kAllReduce;
+  a.elem = 4;
+  a.count = bytes / 4;
+  a.chunk_bytes = size_t(1) << 40;  // one chunk per block: the textbook ring
+  return a;
+}
+
+const tune::Candidate* find(Coll c, const std::string& name) {
+  for (const tune::Candidate* k : tune::candidates_for(c))
+    if (k->name == name) return k;
+  return nullptr;
+}
+
+TEST(SimTest, RingAllReduceMatchesAlphaBeta) {
+  for (int n : {2, 3, 4, 8, 16}) {
+    for (size_t bytes : {size_t(4) * 1024, size_t(64) << 20}) {
+      const double a = 5, b = 10;
+      size_t s = bytes / 4 / n * 4 * n;  // divisible: equal blocks
+      auto r = simulate(flat(n, a, b), allreduce(s), algo::ring_allreduce);
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      double theory = 2.0 * (n - 1) * (a + double(s) / n / (b * 1e3));
+      EXPECT_NEAR(r->time_us, theory, theory * 0.01) << "n=" << n << " bytes=" << s;
+      EXPECT_EQ(r->critical_hops, 2 * (n - 1));
+    }
+  }
+}
+
+TEST(SimTest, PipelinedRingApproachesBandwidthBound) {
+  // With many chunks the ring stays 2(N-1)/N * S / B plus a few latencies.
+  const int n = 8;
+  const size_t s = size_t(64) << 20;
+  algo::CollArgs a = allreduce(s);
+  a.chunk_bytes = 256 << 10;
+  auto r = simulate(flat(n, 5, 10), a, algo::ring_allreduce);
+  ASSERT_TRUE(r.ok());
+  double bw_bound = 2.0 * (n - 1) / n * double(s) / 1e4;
+  EXPECT_GT(r->time_us, bw_bound);
+  EXPECT_LT(r->time_us, bw_bound * 1.05 + 2 * (n - 1) * 5);
+}
+
+TEST(SimTest, RotationSymmetryIsExact) {
+  ClusterModel m;
+  m.nranks = 32;
+  m.ranks_per_host = 4;
+  m.link[0] = {1, 20};
+  m.link[2] = {5, 12};
+  // Blocks must be equal (count a multiple of N) for the symmetry to hold.
+  for (size_t bytes : {size_t(128), size_t(4) << 20}) {
+    algo::CollArgs a = allreduce(bytes);
+    a.chunk_bytes = 64 << 10;
+    auto full = simulate(m, a, algo::ring_allreduce);
+    SimOptions opt;
+    opt.period = 4;
+    auto sym = simulate(m, a, algo::ring_allreduce, opt);
+    ASSERT_TRUE(full.ok() && sym.ok());
+    EXPECT_TRUE(sym->symmetric);
+    EXPECT_LT(sym->steps, full->steps);
+    EXPECT_NEAR(sym->time_us, full->time_us, full->time_us * 0.02) << bytes;
+  }
+}
+
+TEST(SimTest, TreeLatencyGrowsLikeLog2N) {
+  const tune::Candidate* tree = find(Coll::kAllReduce, "tree");
+  if (!tree) GTEST_SKIP() << "no tree AllReduce registered yet";
+  const double a = 5;
+  double prev = 0;
+  for (int n : {16, 64, 256, 1024}) {
+    auto r = simulate(flat(n, a, 10), allreduce(8), tree->build);
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    double hops = r->time_us / a;
+    // Up and down a binary tree: about 2 log2 N latencies (a constant factor either way).
+    EXPECT_GT(hops, std::log2(n)) << n;
+    EXPECT_LT(hops, 4 * std::log2(n) + 4) << n;
+    if (prev > 0) {
+      EXPECT_LT(r->time_us, prev * 2.5);  // log growth, not linear
+    }
+    prev = r->time_us;
+  }
+}
+
+TEST(SimTest, ThousandRanksInSeconds) {
+  ClusterModel m;
+  m.nranks = 1024;
+  m.ranks_per_host = 8;
+  m.link[0] = {1, 20};
+  m.link[2] = {5, 50};
+  auto t0 = std::chrono::steady_clock::now();
+  algo::CollArgs a = allreduce(8);
+  a.chunk_bytes = 512 << 10;
+  auto full = simulate(m, a, algo::ring_allreduce);
+  ASSERT_TRUE(full.ok());
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(secs, 20.0);
+  // 8 bytes over 1024 ranks: a pure latency chain of 2(N-1) hops.
+  EXPECT_GT(full->time_us, 2 * 1023 * 1.0);
+  m.nranks = 8192;
+  a = allreduce(8192 * 4);  // one element per block: latency-bound, and symmetric
+  a.chunk_bytes = 512 << 10;
+  SimOptions opt;
+  opt.period = 8;
+  auto big = simulate(m, a, algo::ring_allreduce, opt);
+  ASSERT_TRUE(big.ok());
+  EXPECT_TRUE(big->symmetric);
+  EXPECT_GT(big->time_us, 2 * 8191 * 1.0);
+}
+
+TEST(SimTest, UnmatchedSendIsAnError) {
+  auto broken = [](const algo::CollArgs& a) {
+    algo::Schedule s;
+    if (a.rank == 0) s.send(1, {algo::kSendBuf, 0, 8});
+    return s;
+  };
+  auto r = simulate(flat(2, 1, 1), allreduce(8), broken);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("sends 1 messages to rank 1"), std::string::npos) << r.status().message();
+}
+
+TEST(SimTest, DeadlockIsAnError) {
+  // Both ranks receive first, and their sends depend on those receives.
+  auto cyclic = [](const algo::CollArgs& a) {
+    algo::Schedule s;
+    int got = s.recv(1 - a.rank, {algo::kRecvBuf, 0, 8});
+    s.send(1 - a.rank, {algo::kSendBuf, 0, 8}, {got});
+    return s;
+  };
+  auto r = simulate(flat(2, 1, 1), allreduce(8), cyclic);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("deadlock"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace conflux::sim
+
+namespace conflux::sim {
+namespace {
+
+// Every candidate the tuner marks rotation-symmetric really is: simulating
+// one host gives the same time as simulating all of them.
+TEST(SimTest, SymmetricCandidatesAreSymmetric) {
+  ClusterModel m;
+  m.nranks = 32;
+  m.ranks_per_host = 4;
+  m.link[0] = {1, 20};
+  m.link[2] = {5, 12};
+  for (int c = 0; c < static_cast<int>(Coll::kCount); ++c) {
+    for (const tune::Candidate* k : tune::candidates_for(static_cast<Coll>(c))) {
+      if (!k->host_rotation_symmetric) continue;
+      algo::CollArgs a;
+      a.coll = k->coll;
+      a.elem = 4;
+      a.count = 32 * 1024;
+      a.chunk_bytes = 16 << 10;
+      tune::fill_hosts(&a, m);
+      auto full = simulate(m, a, k->build);
+      SimOptions opt;
+      opt.period = 4;
+      auto sym = simulate(m, a, k->build, opt);
+      ASSERT_TRUE(full.ok()) << k->name << " " << coll_name(k->coll) << ": " << full.status().message();
+      ASSERT_TRUE(sym.ok()) << k->name << " " << coll_name(k->coll) << ": " << sym.status().message();
+      EXPECT_NEAR(sym->time_us, full->time_us, full->time_us * 0.01) << k->name << " " << coll_name(k->coll);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace conflux::sim

@@ -1,0 +1,177 @@
+// CONFLUX_ALGO grammar, the tuner's choice and its errors, calibration cache,
+// the model of a real rank table.
+#include "tune/algo_filter.h"
+#include "tune/calibrate.h"
+#include "tune/comm_model.h"
+#include "tune/tuner.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace conflux::tune {
+namespace {
+
+TEST(TuneFilterTest, Sizes) {
+  EXPECT_EQ(*parse_size("64K"), 65536u);
+  EXPECT_EQ(*parse_size("1m"), 1u << 20);
+  EXPECT_EQ(*parse_size("2G"), size_t(2) << 30);
+  EXPECT_EQ(*parse_size("inf"), SIZE_MAX);
+  EXPECT_EQ(*parse_size("100"), 100u);
+  EXPECT_FALSE(parse_size("12Q").ok());
+  EXPECT_EQ(size_string(65536), "64K");
+  EXPECT_EQ(size_string(100), "100");
+}
+
+TEST(TuneFilterTest, NcclGrammar) {
+  auto f = AlgoFilter::parse("ring,tree");
+  ASSERT_TRUE(f.ok());
+  const AlgoRule* r = f->rule_for(Coll::kAllReduce, 10);
+  ASSERT_NE(r, nullptr);
+  EXPECT_TRUE(AlgoFilter::allows(r, "ring"));
+  EXPECT_TRUE(AlgoFilter::allows(r, "tree"));
+  EXPECT_FALSE(AlgoFilter::allows(r, "chain"));
+
+  auto ex = AlgoFilter::parse("^tree");
+  ASSERT_TRUE(ex.ok());
+  r = ex->rule_for(Coll::kBroadcast, 1);
+  EXPECT_FALSE(AlgoFilter::allows(r, "tree"));
+  EXPECT_TRUE(AlgoFilter::allows(r, "ring"));
+
+  auto sec = AlgoFilter::parse("allreduce:tree,ring;broadcast:ring");
+  ASSERT_TRUE(sec.ok());
+  EXPECT_TRUE(AlgoFilter::allows(sec->rule_for(Coll::kAllReduce, 5), "tree"));
+  EXPECT_FALSE(AlgoFilter::allows(sec->rule_for(Coll::kBroadcast, 5), "tree"));
+  EXPECT_EQ(sec->rule_for(Coll::kAllGather, 5), nullptr);  // no rule: everything allowed
+  EXPECT_TRUE(AlgoFilter::allows(nullptr, "anything"));
+}
+
+TEST(TuneFilterTest, UccRanges) {
+  auto f = AlgoFilter::parse("allreduce:0-64K:@tree#allreduce:64K-inf:ring#ring");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_TRUE(AlgoFilter::allows(f->rule_for(Coll::kAllReduce, 100), "tree"));
+  EXPECT_FALSE(AlgoFilter::allows(f->rule_for(Coll::kAllReduce, 100), "ring"));
+  EXPECT_TRUE(AlgoFilter::allows(f->rule_for(Coll::kAllReduce, 65536), "ring"));
+  EXPECT_FALSE(AlgoFilter::allows(f->rule_for(Coll::kAllReduce, 65536), "tree"));
+  // The generic entry covers the other collectives.
+  EXPECT_FALSE(AlgoFilter::allows(f->rule_for(Coll::kAllGather, 1), "bruck"));
+}
+
+TEST(TuneFilterTest, BadSpecs) {
+  EXPECT_FALSE(AlgoFilter::parse("allreduce:1-2-3:ring:x").ok());
+  EXPECT_FALSE(AlgoFilter::parse("nosuchcoll:ring").ok());
+  EXPECT_FALSE(AlgoFilter::parse("allreduce:64K-0:ring").ok());
+  EXPECT_FALSE(AlgoFilter::parse("allreduce:").ok());
+}
+
+sim::ClusterModel model(int hosts, int rph) {
+  sim::ClusterModel m;
+  m.nranks = hosts * rph;
+  m.ranks_per_host = rph;
+  m.link[0] = {1, 10};
+  m.link[2] = {10, 1};
+  return m;
+}
+
+algo::CollArgs args(Coll c, size_t bytes) {
+  algo::CollArgs a;
+  a.coll = c;
+  a.elem = 4;
+  a.count = bytes / 4;
+  return a;
+}
+
+TEST(TunerTest, ChoosesAnAlgorithmAndSaysWhy) {
+  auto d = decide(args(Coll::kAllReduce, 1 << 20), model(2, 4), AlgoFilter{});
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_NE(d->chosen, nullptr);
+  EXPECT_FALSE(d->reason.empty());
+  EXPECT_EQ(d->predictions.size(), candidates_for(Coll::kAllReduce).size());
+}
+
+TEST(TunerTest, ForcedUnknownAlgorithmIsAnError) {
+  auto f = AlgoFilter::parse("allreduce:warp");
+  ASSERT_TRUE(f.ok());
+  auto d = decide(args(Coll::kAllReduce, 64), model(1, 4), *f);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("unknown algorithm \"warp\""), std::string::npos) << d.status().message();
+}
+
+TEST(TunerTest, ForcedAlgorithmThatCannotServeSaysSo) {
+  // Broadcast has no ring candidate: forcing ring for it leaves nothing.
+  auto f = AlgoFilter::parse("broadcast:ring");
+  ASSERT_TRUE(f.ok());
+  auto d = decide(args(Coll::kBroadcast, 64), model(1, 4), *f);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("leaves no usable algorithm for broadcast"), std::string::npos)
+      << d.status().message();
+}
+
+TEST(TunerTest, ExclusionIsHonoured) {
+  std::string first = candidates_for(Coll::kAllReduce).front()->name;
+  auto f = AlgoFilter::parse("^" + first);
+  ASSERT_TRUE(f.ok());
+  auto d = decide(args(Coll::kAllReduce, 1 << 20), model(2, 2), *f);
+  if (candidates_for(Coll::kAllReduce).size() == 1) {
+    EXPECT_FALSE(d.ok());
+  } else {
+    ASSERT_TRUE(d.ok());
+    EXPECT_NE(d->chosen->name, first);
+  }
+}
+
+TEST(TunerTest, MemoisesPerSize) {
+  Tuner t(model(2, 2), AlgoFilter{});
+  auto a = t.choose(args(Coll::kAllGather, 4096));
+  auto b = t.choose(args(Coll::kAllGather, 4096));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*a, *b);
+}
+
+TEST(CalibrateTest, TextRoundTripAndCache) {
+  Constants c;
+  c.shm = {0.5, 7};
+  c.reduce_gbps = 3;
+  Constants back;
+  ASSERT_TRUE(Constants::from_text(c.to_text(), &back));
+  EXPECT_DOUBLE_EQ(back.shm.gbps, 7);
+  EXPECT_FALSE(Constants::from_text("shm_gbps 3\n", &back));
+
+  auto dir = std::filesystem::temp_directory_path() / ("cfx_tune_" + std::to_string(getpid()));
+  setenv("CONFLUX_TUNE_CACHE", dir.c_str(), 1);
+  std::string path = cache_file();
+  EXPECT_EQ(path.rfind(dir.string(), 0), 0u) << path;
+  setenv("CONFLUX_TUNE_CACHE", "off", 1);
+  EXPECT_EQ(cache_file(), "");
+  unsetenv("CONFLUX_TUNE_CACHE");
+
+  Constants m = measure_constants();
+  EXPECT_EQ(m.source, "measured");
+  EXPECT_GT(m.shm.gbps, 0.1);
+  EXPECT_GT(m.tcp.gbps, 0.01);
+  EXPECT_GT(m.tcp.lat_us, 0.0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CommModelTest, HostsFromRankTable) {
+  std::vector<RankInfo> t(6);
+  uint64_t h[] = {7, 7, 7, 9, 9, 9};
+  for (int i = 0; i < 6; ++i) t[i].host_hash = h[i];
+  sim::ClusterModel m = model_of(t, false, Constants{});
+  EXPECT_EQ(m.nhosts(), 2);
+  EXPECT_EQ(m.ranks_per_host, 3);
+  EXPECT_TRUE(m.host.empty());  // regular: host-major
+  EXPECT_EQ(m.path(0, 2), sim::PathClass::kShm);
+  EXPECT_EQ(m.path(2, 3), sim::PathClass::kNet);
+  uint64_t mixed[] = {7, 9, 7, 9, 7, 9};
+  for (int i = 0; i < 6; ++i) t[i].host_hash = mixed[i];
+  m = model_of(t, true, Constants{});
+  EXPECT_FALSE(m.host.empty());
+  EXPECT_EQ(m.path(0, 2), sim::PathClass::kTcpLocal);
+  EXPECT_EQ(m.path(0, 1), sim::PathClass::kNet);
+}
+
+}  // namespace
+}  // namespace conflux::tune
