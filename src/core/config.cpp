@@ -59,6 +59,8 @@ Config parse() {
   c.ofi_provider = env_string("CONFLUX_OFI_PROVIDER", "");
   c.algo = env_string("CONFLUX_ALGO", "");
   c.shm_collectives = env_int("CONFLUX_SHM_COLL", 1, 0) != 0;
+  c.topo_file = env_string("CONFLUX_TOPO_FILE", "");
+  c.reduce_isa = env_string("CONFLUX_REDUCE_ISA", "");
   if (env_string("CONFLUX_NET", "") == "ofi") c.transport = TransportChoice::kOfi;
   return c;
 }

@@ -25,6 +25,8 @@ struct Config {
   std::string ofi_provider;       // CONFLUX_OFI_PROVIDER (e.g. "tcp;ofi_rxm", "shm", "efa")
   std::string algo;               // CONFLUX_ALGO (NCCL grammar), parsed by the tuner
   bool shm_collectives = true;    // CONFLUX_SHM_COLL=0 turns the intra-host fast path off
+  std::string topo_file;          // CONFLUX_TOPO_FILE: NCCL topology XML fused with discovery
+  std::string reduce_isa;         // CONFLUX_REDUCE_ISA=generic|avx2 (empty: best available)
 };
 
 // The process-wide configuration, parsed on first use.

@@ -2,6 +2,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/config.h"
 #include "core/log.h"
 #include "exec/reduce_internal.h"
 
@@ -23,7 +24,7 @@ bool valid(cfxDataType_t type, cfxRedOp_t op) {
 // AVX2 and falls back with a warning when the CPU lacks it.
 const ReduceKernels& choose_kernels() {
   const ReduceKernels* avx2 = avx2_reduce_kernels();
-  const char* env = std::getenv("CONFLUX_REDUCE_ISA");
+  const char* env = config().reduce_isa.c_str();
   const ReduceKernels* chosen = avx2 ? avx2 : &generic_reduce_kernels();
   if (env && *env) {
     if (std::strcmp(env, "generic") == 0) {

@@ -1,5 +1,7 @@
 #include "topo/load_system.h"
 
+#include "core/config.h"
+
 #include "core/log.h"
 #include "topo/discover.h"
 #include "topo/nccl_xml.h"
@@ -39,8 +41,7 @@ Result<System> load_uncached(const std::string& file) {
 }  // namespace
 
 Result<System> load_system() {
-  const char* env = std::getenv("CONFLUX_TOPO_FILE");
-  std::string file = env ? env : "";
+  const std::string& file = config().topo_file;
   std::lock_guard<std::mutex> lock(g_mu);
   if (!g_cached || g_key != file) {
     g_cached.emplace(load_uncached(file));
