@@ -88,5 +88,9 @@ Schedule bruck_alltoall(const CollArgs& a);
 bool hier_supported(const CollArgs& a);
 // AllReduce: 2(l-1) + 2(h-1) steps; 2 (l-1)/l + 2 (h-1)/(h l) x bytes per rank.
 Schedule hier_allreduce(const CollArgs& a);
+// Broadcast: pipelined chain across hosts among the ranks in the root's
+// local slot, then a chain inside every host: (h-1) + (l-1) hops + chunks;
+// each rank sends <= bytes, one inter-host transfer per host.
+Schedule hier_broadcast(const CollArgs& a);
 
 }  // namespace conflux::algo

@@ -40,6 +40,29 @@ Layout layout_of(const CollArgs& a) {
   return L;
 }
 
+// Appends a sub-communicator's schedule: its rank i is peers[i]; with
+// `to_recv`, both of its buffers are our recvbuf shifted by `offset`
+// (in place on one part); its first steps wait for `after`.
+std::vector<int> append_remapped(Schedule& s, const Schedule& inner, const std::vector<int>& peers, size_t offset,
+                                 bool to_recv, int after) {
+  const int base = static_cast<int>(s.steps.size());
+  std::vector<int> added;
+  for (const Step& st : inner.steps) {
+    Step x = st;
+    if (x.peer >= 0) x.peer = peers[x.peer];
+    for (Slice* sl : {&x.src, &x.dst, &x.with}) {
+      if (to_recv && sl->buf != kScratch) sl->buf = kRecvBuf;
+      if (sl->buf != kScratch) sl->offset += offset;
+    }
+    std::vector<int> deps;
+    for (uint32_t k = 0; k < st.dep_count; ++k) deps.push_back(base + static_cast<int>(inner.deps[st.dep_begin + k]));
+    if (deps.empty()) deps.push_back(after);
+    added.push_back(add_after(s, x, deps));
+  }
+  s.scratch_bytes = std::max(s.scratch_bytes, inner.scratch_bytes);
+  return added;
+}
+
 }  // namespace
 
 bool hier_supported(const CollArgs& a) {
@@ -93,21 +116,7 @@ Schedule hier_allreduce(const CollArgs& a) {
     sub.elem = a.elem;
     sub.in_place = true;
     sub.chunk_bytes = a.chunk_bytes;
-    Schedule inner = ring_allreduce(sub);
-    const int base = static_cast<int>(s.steps.size());
-    phase.clear();
-    for (const Step& st : inner.steps) {
-      Step x = st;
-      if (x.peer >= 0) x.peer = L.slot[x.peer];
-      for (Slice* sl : {&x.src, &x.dst, &x.with}) {
-        sl->buf = kRecvBuf;
-        sl->offset += mine.offset;
-      }
-      std::vector<int> deps;
-      for (uint32_t k = 0; k < st.dep_count; ++k) deps.push_back(base + static_cast<int>(inner.deps[st.dep_begin + k]));
-      if (deps.empty()) deps.push_back(f);
-      phase.push_back(add_after(s, x, deps));
-    }
+    phase = append_remapped(s, ring_allreduce(sub), L.slot, mine.offset, true, f);
     f = fence(s, phase);
   }
   // (3) All-gather in the host: step t sends part l-t, receives l-1-t.
@@ -120,6 +129,49 @@ Schedule hier_allreduce(const CollArgs& a) {
       Slice dst = part(kRecvBuf, qr);
       if (dst.bytes > 0) got[qr] = s.recv(left, dst, {f});
     }
+  }
+  return s;
+}
+
+}  // namespace conflux::algo
+
+namespace conflux::algo {
+
+Schedule hier_broadcast(const CollArgs& a) {
+  Schedule s;
+  if (!hier_supported(a)) {
+    s.algorithm = "unsupported";
+    return s;
+  }
+  s.algorithm = "hier";
+  const Layout L = layout_of(a);
+  const int nl = static_cast<int>(L.local.size()), nh = static_cast<int>(L.slot.size());
+  // The root's host index and local slot.
+  CollArgs at_root = a;
+  at_root.rank = a.root;
+  const Layout R = layout_of(at_root);
+  // (1) Chain across hosts among the ranks in the root's slot.
+  int f = -1;
+  if (L.l == R.l) {
+    CollArgs sub = a;
+    sub.nranks = nh;
+    sub.rank = L.h;
+    sub.root = R.h;
+    sub.ring.clear();
+    sub.host_of.clear();
+    f = fence(s, append_remapped(s, chain_broadcast(sub), L.slot, 0, false, -1));
+  }
+  // (2) Chain inside each host from that rank, which now holds the data in
+  // recvbuf.
+  if (nl > 1) {
+    CollArgs sub = a;
+    sub.nranks = nl;
+    sub.rank = L.l;
+    sub.root = R.l;
+    sub.in_place = true;
+    sub.ring.clear();
+    sub.host_of.clear();
+    append_remapped(s, chain_broadcast(sub), L.local, 0, true, f);
   }
   return s;
 }

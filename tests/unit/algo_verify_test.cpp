@@ -178,6 +178,29 @@ TEST(Hierarchical, AllReduceOverHostLayouts) {
         }
 }
 
+TEST(Hierarchical, BroadcastOverHostLayoutsAndRoots) {
+  for (auto [hosts, per] : std::vector<std::pair<int, int>>{{1, 1}, {1, 4}, {4, 1}, {2, 3}, {3, 4}, {8, 8}})
+    for (bool round_robin : {false, true})
+      for (size_t count : {0, 1, 9})
+        for (bool in_place : {false, true}) {
+          const int n = hosts * per;
+          for (int root : {0, n / 2, n - 1}) {
+            CollArgs a;
+            a.coll = Coll::kBroadcast;
+            a.nranks = n;
+            a.count = count;
+            a.elem = 4;
+            a.root = root;
+            a.in_place = in_place;
+            a.chunk_bytes = 8;
+            for (int r = 0; r < n; ++r) a.host_of.push_back(round_robin ? r % hosts : r / per);
+            sim::VerifyResult v = sim::verify(a, hier_broadcast);
+            EXPECT_TRUE(v.ok) << hosts << "x" << per << (round_robin ? " round-robin" : "") << " root " << root
+                              << " count=" << count << (in_place ? " in place" : "") << ": " << v.error;
+          }
+        }
+}
+
 TEST(Hierarchical, UnequalHostsAreDeclined) {
   CollArgs a;
   a.coll = Coll::kAllReduce;
@@ -187,6 +210,7 @@ TEST(Hierarchical, UnequalHostsAreDeclined) {
   EXPECT_FALSE(hier_supported(a));
   EXPECT_EQ(hier_allreduce(a).algorithm, "unsupported");
   EXPECT_TRUE(hier_allreduce(a).steps.empty());
+  EXPECT_EQ(hier_broadcast(a).algorithm, "unsupported");
 }
 
 }  // namespace
