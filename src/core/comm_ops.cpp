@@ -6,6 +6,8 @@
 #include "core/log.h"
 #include "exec/executor.h"
 #include "exec/reduce.h"
+
+#include <chrono>
 #include "tune/comm_model.h"
 #include "tune/comm_tuning.h"
 
@@ -69,6 +71,43 @@ bool is_in_place(const OpDesc& op, int rank, int nranks) {
     case Coll::kScatter: return rank == op.root && recv == send + static_cast<size_t>(rank) * op.count * elem;
     default: (void)nranks; return send == recv;
   }
+}
+
+// A ping-pong with one peer over its real link: 8-byte round trips give the
+// latency, 2 MiB one-way transfers (acknowledged) the bandwidth. The caller
+// (initiator) times it; both sides run mirror-image schedules.
+Status ping_pong(const ExecContext& base, int peer, bool initiator, double* lat_us, double* gbps) {
+  const size_t big = 2 << 20;
+  std::vector<uint8_t> buf(big);
+  ExecContext ctx = base;
+  ctx.buffers = {buf.data(), buf.data(), nullptr};
+  auto exchange = [&](size_t bytes, int reps) -> Result<double> {
+    algo::Schedule s;
+    int prev = -1;
+    for (int i = 0; i < reps; ++i) {
+      algo::Slice out{algo::kSendBuf, 0, initiator ? bytes : 8}, in{algo::kRecvBuf, 0, initiator ? 8 : bytes};
+      if (initiator) {
+        int sent = s.send(peer, out, {prev});
+        prev = s.recv(peer, in, {sent});
+      } else {
+        int got = s.recv(peer, in, {prev});
+        prev = s.send(peer, out, {got});
+      }
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    CFX_RETURN_IF_ERROR(execute(s, ctx));
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const int pings = 20;
+  CFX_ASSIGN_OR_RETURN(double small_us, exchange(8, pings));
+  *lat_us = small_us / pings / 2;
+  double best = 1e300;
+  for (int rep = 0; rep < 3; ++rep) {
+    CFX_ASSIGN_OR_RETURN(double us, exchange(big, 1));
+    best = std::min(best, us);
+  }
+  *gbps = double(big) / 1e3 / std::max(best - 2 * *lat_us, 1.0);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -148,7 +187,36 @@ Status cfxComm::run_collective(const OpDesc& op) {
     if (nranks_ < 2 || agreeing) return static_cast<tune::Tuner*>(nullptr);
     if (tune::Tuner* t = tune::find_tuner(this, id_.comm_id)) return t;
     tune::Constants mine = tune::tuning_enabled() ? tune::machine_constants() : tune::Constants{};
+    // The network can only be measured against another host: rank 0 and
+    // the first rank elsewhere ping-pong over their real link; the others
+    // contribute zero to the network fields of the sum below.
+    int partner = -1;
+    for (int r = 1; r < nranks_ && partner < 0; ++r)
+      if (table_[r].host_hash != table_[0].host_hash) partner = r;
+    double probe_lat = 0, probe_gbps = 0;
+    if (partner > 0 && tune::tuning_enabled()) {
+      ++coll_seq_;  // every rank, so sequence numbers stay aligned
+      if (rank_ == 0 || rank_ == partner) {
+        OpSig sig;
+        sig.seq = coll_seq_;
+        sig.coll = static_cast<uint8_t>(Coll::kBarrier);
+        ExecContext ctx;
+        ctx.links = link_ptrs_;
+        ctx.sigs = {sig};
+        ctx.deadline = deadline_after_ms(timeout_ms_.load());
+        ctx.abort = &abort_;
+        ctx.shm_waiter = shm_waiter_.get();
+        ctx.spin_iterations = cfg.spin_iterations;
+        ctx.rank = rank_;
+        Status st = ping_pong(ctx, rank_ == 0 ? partner : 0, rank_ == 0, &probe_lat, &probe_gbps);
+        if (!st.ok()) return st.prepend("measuring the network for the tuner: ");
+      }
+    }
     tune::ConstantsArray local = tune::to_array(mine), sum{};
+    if (partner > 0 && tune::tuning_enabled()) {
+      local[4] = rank_ == 0 ? probe_lat : 0;
+      local[5] = rank_ == 0 ? probe_gbps : 0;
+    }
     OpDesc agree;
     agree.coll = Coll::kAllReduce;
     agree.sendbuf = local.data();
@@ -160,7 +228,8 @@ Status cfxComm::run_collective(const OpDesc& op) {
     Status st = run_collective(agree);
     agreeing = false;
     if (!st.ok()) return st.prepend("agreeing on the tuner's constants: ");
-    for (double& v : sum) v /= nranks_;
+    for (size_t i = 0; i < sum.size(); ++i)
+      if (!(partner > 0 && tune::tuning_enabled() && (i == 4 || i == 5))) sum[i] /= nranks_;
     tune::Constants agreed = tune::from_array(sum, mine.source + ", averaged over ranks");
     sim::ClusterModel model = tune::model_of(table_, cfg.transport == TransportChoice::kTcp, agreed);
     return tune::install_tuner(this, id_.comm_id, std::move(model), cfg.algo);
