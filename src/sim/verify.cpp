@@ -272,13 +272,14 @@ class Verifier {
   bool slice_valid(int r, int i, const Slice& s, const char* what) {
     RankState& rs = ranks_[r];
     if (s.bytes == 0) return true;
-    std::string w = where(r, i) + " " + what;
-    if (s.buf > algo::kScratch) return fail(w + ": extra buffers are not modelled"), false;
-    if (s.offset % elem_ || s.bytes % elem_) return fail(w + ": slice not element-aligned"), false;
+    // Messages are built only on failure: this runs for every slice.
+    auto w = [&] { return where(r, i) + " " + what; };
+    if (s.buf > algo::kScratch) return fail(w() + ": extra buffers are not modelled"), false;
+    if (s.offset % elem_ || s.bytes % elem_) return fail(w() + ": slice not element-aligned"), false;
     const Binding& b = rs.bind[s.buf];
     if ((s.offset + s.bytes) / elem_ > b.size) {
       std::ostringstream o;
-      o << w << ": slice [" << s.offset << ", " << s.offset + s.bytes << ") bytes overruns buffer " << s.buf
+      o << w() << ": slice [" << s.offset << ", " << s.offset + s.bytes << ") bytes overruns buffer " << s.buf
         << " of " << b.size * elem_ << " bytes";
       return fail(o.str()), false;
     }
