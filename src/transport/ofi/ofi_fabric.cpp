@@ -20,7 +20,7 @@ constexpr uint32_t kApiVersion = FI_VERSION(1, 9);
 constexpr uint64_t kMrModes = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 constexpr size_t kMrCacheLimit = 4096;
 
-fi_info* make_hints(const std::string& provider, bool manual_progress) {
+fi_info* make_hints(const std::string& provider, bool manual_progress, bool delivery_complete = false) {
   fi_info* hints = fi_allocinfo();
   hints->caps = FI_TAGGED | FI_MSG;
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -31,6 +31,10 @@ fi_info* make_hints(const std::string& provider, bool manual_progress) {
     hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
     hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
   }
+  // A send completes only once the peer's provider has the data: a rank may
+  // then close its endpoint right after its last operation without the
+  // peer losing bytes still buffered here (seen with tcp;ofi_rxm).
+  if (delivery_complete) hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
   if (!provider.empty()) hints->fabric_attr->prov_name = strdup(provider.c_str());
   return hints;
 }
@@ -71,11 +75,13 @@ Result<std::shared_ptr<OfiFabric>> OfiFabric::open(const std::string& provider) 
   int ret = -FI_ENODATA;
   // Manual progress first (we drive it anyway); a provider that only
   // offers automatic progress is still fine to use.
-  for (bool manual : {true, false}) {
-    fi_info* hints = make_hints(provider, manual);
+  for (int attempt = 0; attempt < 4 && ret != 0; ++attempt) {
+    fi_info* hints = make_hints(provider, (attempt & 1) == 0, attempt < 2);
     ret = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &info);
     fi_freeinfo(hints);
-    if (ret == 0) break;
+    if (ret == 0 && attempt >= 2)
+      CFX_WARN(kNet, "libfabric %s: no FI_DELIVERY_COMPLETE; a rank that exits right after its last send may cut it off",
+               info->fabric_attr->prov_name);
   }
   if (ret != 0) {
     return invalid_usage("libfabric: no provider " + (provider.empty() ? std::string("") : "\"" + provider + "\" ") +
