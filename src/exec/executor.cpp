@@ -185,13 +185,23 @@ Status Run::wait_for_work() {
     // rather than the neighbour that gave up first. Not at once: a rank that
     // has finished this call may exit cleanly while we still wait on another.
     // Point-to-point calls check only their peers.
+    // Every failing link is reported: when one rank dies, a survivor that
+    // gave up and exited may fail at the same moment, and the first in rank
+    // order need not be the cause.
     if (stalled_since_ == Clock::time_point{}) stalled_since_ = now;
+    Status failed;
+    auto check = [&](int peer) {
+      Status st = ctx_.links[peer]->check_peer();
+      if (st.ok()) return;
+      failed = failed.ok() ? st : Status(failed.code(), failed.message() + "; also " + st.message());
+    };
     if (collective_ && now - stalled_since_ >= kCheckAllLinksAfter) {
       for (size_t peer = 0; peer < ctx_.links.size(); ++peer)
-        if (ctx_.links[peer] != nullptr) CFX_RETURN_IF_ERROR(ctx_.links[peer]->check_peer());
+        if (ctx_.links[peer] != nullptr) check(static_cast<int>(peer));
     } else {
-      for (int peer : active_peers_) CFX_RETURN_IF_ERROR(ctx_.links[peer]->check_peer());
+      for (int peer : active_peers_) check(peer);
     }
+    if (!failed.ok()) return failed;
   }
   int budget = remaining_ms(ctx_.deadline);
   std::vector<pollfd> fds;

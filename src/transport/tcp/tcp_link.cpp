@@ -38,7 +38,13 @@ struct Heartbeats {
   static Heartbeats& get() {
     static Heartbeats* h = [] {
       auto* p = new Heartbeats;
-      pthread_atfork([] { get().mu.lock(); }, [] { get().mu.unlock(); }, [] { get().mu.unlock(); });
+      // A forked child shares its parent's sockets: it must never beat on
+      // them (bytes would interleave with the parent's frames).
+      pthread_atfork([] { get().mu.lock(); }, [] { get().mu.unlock(); },
+                     [] {
+                       get().links.clear();
+                       get().mu.unlock();
+                     });
       return p;
     }();
     return *h;
