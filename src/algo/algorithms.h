@@ -92,5 +92,9 @@ Schedule hier_allreduce(const CollArgs& a);
 // local slot, then a chain inside every host: (h-1) + (l-1) hops + chunks;
 // each rank sends <= bytes, one inter-host transfer per host.
 Schedule hier_broadcast(const CollArgs& a);
+// AllGather: ring across hosts within each local slot, then ring inside the
+// host: (h-1) + (l-1) steps; (h-1) x block inter-host and (l-1) h x block
+// intra-host bytes per rank.
+Schedule hier_allgather(const CollArgs& a);
 
 }  // namespace conflux::algo

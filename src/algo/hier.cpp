@@ -177,3 +177,75 @@ Schedule hier_broadcast(const CollArgs& a) {
 }
 
 }  // namespace conflux::algo
+
+namespace conflux::algo {
+
+// AllGather: (1) ring all-gather across hosts among the ranks of our local
+// slot, (2) ring all-gather inside the host, where local rank j's "block"
+// is the h blocks of slot j, moved as h chunks of one block each. Both
+// phases are the ring schedule with its block offsets mapped to where
+// those ranks' blocks live.
+Schedule hier_allgather(const CollArgs& a) {
+  Schedule s;
+  if (!hier_supported(a)) {
+    s.algorithm = "unsupported";
+    return s;
+  }
+  s.algorithm = "hier";
+  const size_t block = a.count * a.elem;
+  if (a.nranks == 1 || block == 0) {
+    if (!a.in_place && block > 0) s.copy({kSendBuf, 0, block}, {kRecvBuf, a.rank * block, block});
+    return s;
+  }
+  const Layout L = layout_of(a);
+  const int nl = static_cast<int>(L.local.size()), nh = static_cast<int>(L.slot.size());
+  // rank_at[h][l]: the rank in local slot l of host h.
+  std::vector<std::vector<int>> rank_at(nh, std::vector<int>(nl));
+  {
+    std::map<int, std::vector<int>> hosts;
+    for (int r = 0; r < a.nranks; ++r) hosts[a.host_of.empty() ? r : a.host_of[r]].push_back(r);
+    int h = 0;
+    for (auto& [id, ranks] : hosts) rank_at[h++] = ranks;
+  }
+  auto append = [&](const Schedule& inner, const std::vector<int>& peers, auto real_offset, int after) {
+    const int base = static_cast<int>(s.steps.size());
+    std::vector<int> added;
+    for (const Step& st : inner.steps) {
+      Step x = st;
+      if (x.peer >= 0) x.peer = peers[x.peer];
+      for (Slice* sl : {&x.src, &x.dst})
+        if (sl->buf == kRecvBuf && sl->bytes > 0) sl->offset = real_offset(sl->offset);
+      std::vector<int> deps;
+      for (uint32_t k = 0; k < st.dep_count; ++k) deps.push_back(base + static_cast<int>(inner.deps[st.dep_begin + k]));
+      if (deps.empty()) deps.push_back(after);
+      added.push_back(add_after(s, x, deps));
+    }
+    return added;
+  };
+  // (1) Across hosts: sub-rank j is host j's rank in our slot.
+  CollArgs sub = a;
+  sub.nranks = nh;
+  sub.rank = L.h;
+  sub.ring.clear();
+  sub.host_of.clear();
+  sub.chunk_bytes = block;  // a chunk never straddles blocks
+  std::vector<int> phase = append(ring_allgather(sub), L.slot, [&](size_t off) {
+    return rank_at[off / block][L.l] * block + off % block;
+  }, -1);
+  int f = fence(s, phase);
+  // (2) Inside the host: sub-block j = blocks of slot j on hosts 0..h-1.
+  if (nl > 1) {
+    sub.nranks = nl;
+    sub.rank = L.l;
+    sub.count = a.count * nh;
+    sub.in_place = true;
+    const size_t group = block * nh;
+    append(ring_allgather(sub), L.local, [&](size_t off) {
+      size_t j = off / group, c = (off % group) / block;
+      return rank_at[c][j] * block + off % block;
+    }, f);
+  }
+  return s;
+}
+
+}  // namespace conflux::algo

@@ -200,6 +200,26 @@ TEST(Hierarchical, BroadcastOverHostLayoutsAndRoots) {
         }
 }
 
+TEST(Hierarchical, AllGatherOverHostLayouts) {
+  for (auto [hosts, per] : std::vector<std::pair<int, int>>{{1, 1}, {1, 4}, {4, 1}, {2, 3}, {3, 4}, {8, 8}})
+    for (bool round_robin : {false, true})
+      for (size_t count : {0, 1, 5})
+        for (bool in_place : {false, true}) {
+          const int n = hosts * per;
+          CollArgs a;
+          a.coll = Coll::kAllGather;
+          a.nranks = n;
+          a.count = count;
+          a.elem = 4;
+          a.in_place = in_place;
+          a.chunk_bytes = 8;
+          for (int r = 0; r < n; ++r) a.host_of.push_back(round_robin ? r % hosts : r / per);
+          sim::VerifyResult v = sim::verify(a, hier_allgather);
+          EXPECT_TRUE(v.ok) << hosts << "x" << per << (round_robin ? " round-robin" : "") << " count=" << count
+                            << (in_place ? " in place" : "") << ": " << v.error;
+        }
+}
+
 TEST(Hierarchical, UnequalHostsAreDeclined) {
   CollArgs a;
   a.coll = Coll::kAllReduce;
@@ -210,6 +230,7 @@ TEST(Hierarchical, UnequalHostsAreDeclined) {
   EXPECT_EQ(hier_allreduce(a).algorithm, "unsupported");
   EXPECT_TRUE(hier_allreduce(a).steps.empty());
   EXPECT_EQ(hier_broadcast(a).algorithm, "unsupported");
+  EXPECT_EQ(hier_allgather(a).algorithm, "unsupported");
 }
 
 }  // namespace
