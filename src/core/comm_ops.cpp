@@ -98,9 +98,15 @@ Status ping_pong(const ExecContext& base, int peer, bool initiator, double* lat_
     CFX_RETURN_IF_ERROR(execute(s, ctx));
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   };
-  const int pings = 20;
-  CFX_ASSIGN_OR_RETURN(double small_us, exchange(8, pings));
-  *lat_us = small_us / pings / 2;
+  // Best of a few short runs: other processes share the cores, and the
+  // minimum is the link's own latency.
+  const int pings = 4;
+  double small_best = 1e300;
+  for (int rep = 0; rep < 5; ++rep) {
+    CFX_ASSIGN_OR_RETURN(double us, exchange(8, pings));
+    small_best = std::min(small_best, us);
+  }
+  *lat_us = small_best / pings / 2;
   double best = 1e300;
   for (int rep = 0; rep < 3; ++rep) {
     CFX_ASSIGN_OR_RETURN(double us, exchange(big, 1));

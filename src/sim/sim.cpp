@@ -219,14 +219,17 @@ Status Sim::run(SimResult* out) {
       out_port = local_port(src, false);
       in_port = local_port(dst_rep, true);
     }
+    // LogP's overhead: half of alpha is the sender's work per message and
+    // holds its port (a rank posting many messages serialises them), the
+    // other half is flight time. A lone message still costs alpha + S/B.
     double start = std::max({t, port_free_[out_port], port_free_[in_port]});
-    double dur = double(s_.bytes[i]) / (lp.gbps * 1e3);
+    double dur = double(s_.bytes[i]) / (lp.gbps * 1e3) + lp.lat_us * m_.overhead_share;
     port_free_[out_port] = port_free_[in_port] = start + dur;
     port_bytes_[out_port] += double(s_.bytes[i]);
     port_bytes_[in_port] += double(s_.bytes[i]);
     ++messages;
     uint32_t r = s_.match[i];
-    ready_[r] = std::max(ready_[r], start + dur + lp.lat_us);
+    ready_[r] = std::max(ready_[r], start + dur + lp.lat_us * (1 - m_.overhead_share));
     hops_ready_[r] = std::max(hops_ready_[r], hops_ready_[i] + 1);
     complete(i, start + dur, hops_ready_[i]);
     release(r);

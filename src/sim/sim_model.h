@@ -26,6 +26,7 @@ struct ClusterModel {
   LinkParams link[3] = {{1.0, 20.0}, {10.0, 3.0}, {5.0, 12.5}};
   double reduce_gbps = 0;     // recv-reduce cost per byte on the receiver (0: free)
   double copy_gbps = 0;       // local copy cost (0: free)
+  double overhead_share = 0.5;  // share of alpha that is per-message sender work (serialises a rank's sends)
 
   int host_of(int rank) const { return host.empty() ? rank / ranks_per_host : host[rank]; }
   PathClass path(int a, int b) const {

@@ -19,6 +19,14 @@ Result<sim::SimResult> predict(const Candidate& c, const algo::CollArgs& args, c
   // breaks the symmetry (small messages are cheap to simulate in full).
   bool identity_ring = a.ring.empty();
   bool equal_blocks = a.coll != Coll::kAllReduce || a.count % size_t(m.nranks) == 0;
+  // At thousands of ranks a message with fewer elements than ranks is pure
+  // latency, and building N full schedules is O(N^2): round the count up to
+  // one element per rank (same hop chain, a few bytes more) so one host's
+  // schedules suffice.
+  if (!equal_blocks && c.host_rotation_symmetric && m.nranks >= 2048 && a.count < size_t(m.nranks)) {
+    a.count = size_t(m.nranks);
+    equal_blocks = true;
+  }
   if (c.host_rotation_symmetric && identity_ring && equal_blocks && m.host.empty()) opt.period = m.ranks_per_host;
   return sim::simulate(m, a, c.build, opt);
 }

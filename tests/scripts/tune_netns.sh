@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The tuner across emulated hosts (network namespaces; needs root):
+#  1. inter-host links capped at 1gbit (tc tbf): the hierarchical AllReduce
+#     beats the flat ring, and the tuner (which measures the network at the
+#     communicator's first call) chooses it;
+#  2. with TUNE_VALIDATE=1: measured vs predicted time of ring and tree at
+#     2, 4 and 8 hosts x 1 rank (TCP), predictions from `conflux sim` with the
+#     constants the communicator logged.
+set -euo pipefail
+tool=${CONFLUX_TOOL:?}
+if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
+  echo "SKIP: needs root and ip netns"; exit 0
+fi
+export CFX_NS_PREFIX=cfxtune$$
+source "${CONFLUX_SOURCE_DIR:?}/tests/netns/emulate_hosts.sh"
+trap cfx_hosts_down EXIT
+export CONFLUX_TUNE_CACHE=${CONFLUX_TUNE_CACHE:-$(mktemp -d)}
+unset CONFLUX_SOCKET_IFNAME
+
+time_of() {  # size -> out-of-place us from perf rows on stdin
+  awk -v s="$1" '$1 == s { print $6; exit }'
+}
+
+cfx_hosts_up 2 1gbit
+log=$(mktemp)
+CONFLUX_DEBUG=INFO CONFLUX_DEBUG_SUBSYS=TUNE cfx_run_cluster 2 2 timeout 300 "$tool" perf allreduce -b 4M -e 4M -n 2 -w 1 -c 1 >"$log" 2>&1
+choice=$(grep -a -m1 -o "allreduce 4194304 bytes on 4 ranks (2 hosts): [a-z]*" "$log" | awk '{print $NF}')
+grep -a -m1 "TUNE tuner:" "$log" || true
+declare -A t
+for a in ring hier; do
+  t[$a]=$(CONFLUX_ALGO=allreduce:$a cfx_run_cluster 2 2 timeout 300 "$tool" perf allreduce -b 4M -e 4M -n 3 -w 1 -c 1 2>&1 | time_of 4194304)
+done
+echo "capped 1gbit, 2 hosts x 2 ranks, AllReduce 4 MiB: ring ${t[ring]} us, hier ${t[hier]} us; tuner chose $choice"
+[ "$choice" = hier ] || { cat "$log"; echo "FAIL: tuner chose $choice, expected hier on a capped network"; exit 1; }
+awk -v r="${t[ring]}" -v h="${t[hier]}" 'BEGIN { exit !(h < r) }' || { echo "FAIL: hier not faster than ring"; exit 1; }
+echo "ok: hierarchical beats the flat ring on a capped network and the tuner picks it"
+cfx_hosts_down
+rm -f "$log"
+
+[ "${TUNE_VALIDATE:-0}" = 1 ] || exit 0
+echo "# hosts algo size measured_us predicted_us predicted/measured"
+for h in 2 4 8; do
+  cfx_hosts_up "$h"
+  log=$(mktemp)
+  CONFLUX_DEBUG=INFO CONFLUX_DEBUG_SUBSYS=TUNE cfx_run_cluster "$h" 1 timeout 300 "$tool" perf allreduce -b 8 -e 8 -n 1 -w 0 -c 0 >"$log" 2>&1
+  line=$(grep -a -m1 "TUNE tuner:" "$log")
+  # "... shm 1.2us 10GB/s, net 35.1us 0.9GB/s"
+  net_lat=$(echo "$line" | sed -E 's/.*net ([0-9.]+)us.*/\1/')
+  net_bw=$(echo "$line" | sed -E 's/.*net [0-9.]+us ([0-9.]+)GB\/s.*/\1/')
+  for a in ring tree; do
+    meas=$(CONFLUX_ALGO=allreduce:$a cfx_run_cluster "$h" 1 timeout 300 "$tool" perf allreduce -b 8 -e 2M -f 8 -n 5 -w 2 -c 0 2>&1)
+    pred=$("$tool" sim --hosts "$h" --ranks-per-host 1 --intra-lat 1 --intra-bw 10 --net-lat "$net_lat" --net-bw "$net_bw" \
+           -b 8 -e 2M -f 8 --algo "allreduce:$a" -q 2>/dev/null)
+    for s in 8 4096 262144 2097152; do
+      m=$(echo "$meas" | time_of $s)
+      p=$(echo "$pred" | awk -v s=$s '$1 == s { print $2; exit }')
+      awk -v h=$h -v a=$a -v s=$s -v m="$m" -v p="$p" 'BEGIN { printf "%d %s %d %.1f %.1f %.2f\n", h, a, s, m, p, (m > 0 ? p / m : 0) }'
+    done
+  done
+  cfx_hosts_down
+  rm -f "$log"
+done
