@@ -23,12 +23,20 @@ Result<sim::SimResult> predict(const Candidate& c, const algo::CollArgs& args, c
   // latency, and building N full schedules is O(N^2): round the count up to
   // one element per rank (same hop chain, a few bytes more) so one host's
   // schedules suffice.
+  // The real schedule sends only a few messages per rank, so no rank's
+  // per-message overhead serialises anything: leave the overhead out, or the
+  // padded blocks would be charged for it.
+  sim::ClusterModel padded;
+  const sim::ClusterModel* model = &m;
   if (!equal_blocks && c.host_rotation_symmetric && m.nranks >= 2048 && a.count < size_t(m.nranks)) {
     a.count = size_t(m.nranks);
     equal_blocks = true;
+    padded = m;
+    padded.overhead_share = 0;
+    model = &padded;
   }
   if (c.host_rotation_symmetric && identity_ring && equal_blocks && m.host.empty()) opt.period = m.ranks_per_host;
-  return sim::simulate(m, a, c.build, opt);
+  return sim::simulate(*model, a, c.build, opt);
 }
 
 void fill_hosts(algo::CollArgs* a, const sim::ClusterModel& m) {
