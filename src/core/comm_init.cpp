@@ -74,7 +74,8 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
   mine.listen_len = listen_addr.len;
   std::snprintf(mine.nic, sizeof mine.nic, "%s", nic.name.c_str());
 
-  const bool shm_allowed = cfg.transport != TransportChoice::kTcp && nranks > 1;
+  // Forcing a network transport (tcp, ofi) means every peer uses it, same host or not.
+  const bool shm_allowed = cfg.transport != TransportChoice::kTcp && cfg.transport != TransportChoice::kOfi && nranks > 1;
   if (shm_allowed) {
     ShmSegment::Layout layout{nranks, cfg.shm_slots, cfg.shm_slot_bytes};
     char name[48];

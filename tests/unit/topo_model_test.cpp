@@ -1,4 +1,5 @@
 // Bandwidth rules, bridge folding, fusion and planning helpers.
+#include "core/config.h"
 #include "support/test_env.h"
 #include "topo/discover.h"
 #include "topo/load_system.h"
@@ -99,15 +100,18 @@ TEST(TopoDiscover, HwlocP4dIsFlatAndAdvised) {
 
 TEST(TopoLoad, TopoFileErrorsAreLoud) {
   ::setenv("CONFLUX_TOPO_FILE", "/nonexistent/file.xml", 1);
+  reload_config();  // configuration is read once; tests re-read it
   reset_system_cache();
   Result<System> r = load_system();
   EXPECT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("CONFLUX_TOPO_FILE"), std::string::npos);
   std::string v2 = conflux::test::topology_dir() + "/rccl-hygon-dcu-8gpu-topo-v2.xml";
   ::setenv("CONFLUX_TOPO_FILE", v2.c_str(), 1);
+  reload_config();
   r = load_system();
   EXPECT_FALSE(r.ok());
   ::unsetenv("CONFLUX_TOPO_FILE");
+  reload_config();
   r = load_system();
   EXPECT_TRUE(r.ok()) << r.status().message();
   reset_system_cache();
