@@ -46,7 +46,7 @@ struct ClusterFlags {
     LinkParams& net = m.link[static_cast<int>(PathClass::kNet)];
     if (net_bw > 0) net.gbps = net_bw;
     if (net_lat >= 0) net.lat_us = net_lat;
-    if (all_given) m.reduce_gbps = 0;  // a fully specified model is pure alpha-beta
+    if (all_given) m.reduce_gbps = m.copy_gbps = 0;  // a fully specified model is pure alpha-beta
     if (source) *source = all_given ? "flags" : "calibration (" + c.source + ") with flag overrides";
     return m;
   }

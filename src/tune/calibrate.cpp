@@ -217,6 +217,7 @@ void Constants::apply_to(sim::ClusterModel* m) const {
   m->link[static_cast<int>(sim::PathClass::kTcpLocal)] = tcp;
   m->link[static_cast<int>(sim::PathClass::kNet)] = net;
   m->reduce_gbps = reduce_gbps;
+  m->copy_gbps = shm.gbps * 2;  // a local copy is one memcpy; a shm message is two
 }
 
 Constants measure_constants() {
