@@ -222,9 +222,17 @@ Status Sim::run(SimResult* out) {
     // LogP's overhead: half of alpha is the sender's work per message and
     // holds its port (a rank posting many messages serialises them), the
     // other half is flight time. A lone message still costs alpha + S/B.
-    double start = std::max({t, port_free_[out_port], port_free_[in_port]});
-    double dur = double(s_.bytes[i]) / (lp.gbps * 1e3) + lp.lat_us * m_.overhead_share;
-    port_free_[out_port] = port_free_[in_port] = start + dur;
+    // The egress port serialises the sender's messages; the ingress port
+    // then takes the bytes when it is free (cut-through: a message waits for
+    // a busy receiver, not for both ports to be idle at once, which would
+    // starve many-to-many patterns such as pairwise AlltoAll).
+    const double wire = double(s_.bytes[i]) / (lp.gbps * 1e3);
+    double start = std::max(t, port_free_[out_port]);
+    double dur = wire + lp.lat_us * m_.overhead_share;
+    port_free_[out_port] = start + dur;
+    double in_done = std::max(start + dur, port_free_[in_port] + wire);
+    port_free_[in_port] = in_done;
+    dur = in_done - start;
     port_bytes_[out_port] += double(s_.bytes[i]);
     port_bytes_[in_port] += double(s_.bytes[i]);
     ++messages;

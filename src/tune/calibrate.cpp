@@ -218,6 +218,12 @@ void Constants::apply_to(sim::ClusterModel* m) const {
   m->link[static_cast<int>(sim::PathClass::kNet)] = net;
   m->reduce_gbps = reduce_gbps;
   m->copy_gbps = shm.gbps * 2;  // a local copy is one memcpy; a shm message is two
+  // CONFLUX_TUNE_OVERHEAD: the share of alpha that is per-message work on
+  // the sending rank (0..1), for experiments with the model.
+  if (const char* v = std::getenv("CONFLUX_TUNE_OVERHEAD")) {
+    double share = std::atof(v);
+    if (share >= 0 && share <= 1) m->overhead_share = share;
+  }
 }
 
 Constants measure_constants() {
