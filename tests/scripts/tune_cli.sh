@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `conflux sim` and `conflux plan`, and CONFLUX_ALGO on a real communicator:
+# the simulated 1024-rank 8-byte tree AllReduce is under 1/10 of the ring's;
+# plan explains a choice; a forced algorithm that cannot serve a call fails
+# it with a message saying why; the TUNE log names each choice.
+set -euo pipefail
+tool=${CONFLUX_TOOL:?}
+export CONFLUX_TUNE_CACHE=${CONFLUX_TUNE_CACHE:-$(mktemp -d)}
+model="--hosts 128 --ranks-per-host 8 --intra-bw 20 --intra-lat 1 --net-bw 50 --net-lat 5"
+row=$("$tool" sim $model -b 8 -e 8 --algo allreduce:ring,tree -q | awk '$1 == 8')
+ring=$(echo "$row" | awk '{print $2}'); tree=$(echo "$row" | awk '{print $5}')
+awk -v r="$ring" -v t="$tree" 'BEGIN { exit !(t * 10 <= r) }' || { echo "FAIL: tree $tree us vs ring $ring us"; exit 1; }
+echo "ok: 1024 ranks, 8 B AllReduce: tree $tree us, ring $ring us"
+
+out=$("$tool" plan allreduce 1M --hosts 2 --ranks-per-host 4 --intra-bw 10 --intra-lat 1 --net-bw 1 --net-lat 20)
+echo "$out" | grep -q "^choice: " || { echo "$out"; echo "FAIL: plan printed no choice"; exit 1; }
+echo "$out" | grep -q "^hier " || { echo "$out"; echo "FAIL: plan did not list hier"; exit 1; }
+echo "ok: plan explains ($(echo "$out" | grep '^choice'))"
+
+out=$(CONFLUX_ALGO="broadcast:ring" "$tool" plan broadcast 1K --ranks 4 --hosts 1 || true)
+echo "$out" | grep -q "leaves no usable algorithm for broadcast" || { echo "$out"; echo "FAIL: forced ring for broadcast"; exit 1; }
+echo "ok: plan reports a forced algorithm that cannot serve"
+
+# A real communicator (2 ranks, TCP, one host): hier cannot serve, the call fails and says so.
+out=$(CONFLUX_TRANSPORT=tcp CONFLUX_ALGO="allreduce:hier" "$tool" run -n 2 --timeout 60 -- \
+      "$tool" perf allreduce -b 1K -e 1K -n 1 -w 0 -c 0 2>&1 || true)
+echo "$out" | grep -q "single host: nothing to make hierarchical" || { echo "$out"; echo "FAIL: forced hier on one host"; exit 1; }
+echo "ok: a forced algorithm that cannot serve fails the call, saying why"
+
+out=$(CONFLUX_TRANSPORT=tcp CONFLUX_DEBUG=INFO CONFLUX_DEBUG_SUBSYS=TUNE CONFLUX_ALGO="allreduce:0-4K:tree#allreduce:4K-inf:ring" \
+      "$tool" run -n 2 --timeout 60 -- "$tool" perf allreduce -b 1K -e 64K -f 64 -n 1 -w 0 -c 1 2>&1)
+echo "$out" | grep -q "TUNE allreduce 1024 bytes on 2 ranks (1 hosts): tree" || { echo "$out"; echo "FAIL: range rule"; exit 1; }
+echo "$out" | grep -q "TUNE allreduce 65536 bytes on 2 ranks (1 hosts): ring" || { echo "$out"; echo "FAIL: range rule"; exit 1; }
+echo "$out" | grep -q "Out of bounds values : 0 OK" || { echo "$out"; echo "FAIL: wrong values"; exit 1; }
+echo "ok: UCC-style size ranges choose per size, results correct"
