@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 namespace conflux {
@@ -39,9 +40,10 @@ Result<int> admit_hello(const RankHello& hello, RootAdmission& state, RankInfo* 
 namespace {
 
 // A connection that has not finished its handshake within this time is
-// dropped, so a stalled or hostile client cannot hold up the others long.
-constexpr int64_t kHandshakeMs = 3000;
-
+// dropped. Each handshake runs in its own short-lived thread, so a stalled
+// or hostile client holds up nobody but itself, and a legitimate rank that
+// is descheduled for a while on a loaded machine is still admitted.
+constexpr int64_t kHandshakeMs = 10000;
 
 struct RootReply {
   int32_t code = cfxSuccess;
@@ -56,17 +58,36 @@ Status send_reply_error(const Socket& s, cfxResult_t code, const std::string& me
   return s.send_all(&r, sizeof r, deadline_after_ms(kHandshakeMs));
 }
 
+// Connections that proved the secret and sent a hello, waiting for the root
+// thread to admit them.
+struct HandshakeQueue {
+  std::mutex mutex;
+  std::vector<std::pair<Socket, std::unique_ptr<RankHello>>> ready;
+};
+
+void handshake(std::shared_ptr<HandshakeQueue> queue, Socket s, SockAddr peer, Secret secret) {
+  Deadline hs = deadline_after_ms(kHandshakeMs);
+  Status st = authenticate_as_server(s, secret, ConnKind::kRoot, hs);
+  auto hello = std::make_unique<RankHello>();
+  if (st.ok()) st = s.recv_all(hello.get(), sizeof *hello, hs);
+  if (!st.ok()) {
+    CFX_WARN(kBoot, "bootstrap root: dropped connection from %s: %s", peer.str().c_str(), st.message().c_str());
+    return;
+  }
+  std::lock_guard lock(queue->mutex);
+  queue->ready.emplace_back(std::move(s), std::move(hello));
+}
+
 void run_root(std::shared_ptr<Socket> listener, Secret secret, int64_t timeout_ms) {
   Deadline deadline = deadline_after_ms(timeout_ms);
+  auto queue = std::make_shared<HandshakeQueue>();
   std::vector<Socket> conns;
   std::vector<RankInfo> table;
   RootAdmission admission;
   int nranks = -1;
   int arrived = 0;
   while (nranks < 0 || arrived < nranks) {
-    SockAddr peer;
-    auto accepted = listener->accept_one(deadline, &peer);
-    if (!accepted.ok()) {
+    if (Clock::now() >= deadline) {
       std::string missing;
       for (int r = 0; r < nranks; ++r)
         if (!conns[r].valid()) missing += (missing.empty() ? "" : ",") + std::to_string(r);
@@ -76,34 +97,32 @@ void run_root(std::shared_ptr<Socket> listener, Secret secret, int64_t timeout_m
         if (c.valid()) (void)send_reply_error(c, cfxTimeout, "rendezvous timed out; missing ranks: " + missing);
       return;
     }
-    Socket s = std::move(accepted).value();
-    Deadline hs = std::min(deadline, deadline_after_ms(kHandshakeMs));
-    Status st = authenticate_as_server(s, secret, ConnKind::kRoot, hs);
-    if (!st.ok()) {
-      CFX_WARN(kBoot, "bootstrap root: dropped connection from %s: %s", peer.str().c_str(), st.message().c_str());
-      continue;
+    // Accept for a short while, then admit whoever finished a handshake.
+    SockAddr peer;
+    auto accepted = listener->accept_one(std::min(deadline, deadline_after_ms(20)), &peer);
+    if (accepted.ok()) std::thread(handshake, queue, std::move(accepted).value(), peer, secret).detach();
+    std::vector<std::pair<Socket, std::unique_ptr<RankHello>>> ready;
+    {
+      std::lock_guard lock(queue->mutex);
+      ready.swap(queue->ready);
     }
-    auto hello = std::make_unique<RankHello>();
-    st = s.recv_all(hello.get(), sizeof *hello, hs);
-    if (!st.ok()) {
-      CFX_WARN(kBoot, "bootstrap root: dropped connection from %s: %s", peer.str().c_str(), st.message().c_str());
-      continue;
+    for (auto& [s, hello] : ready) {
+      RankInfo info;
+      Result<int> admitted = admit_hello(*hello, admission, &info);
+      if (nranks < 0 && admission.nranks > 0) {
+        nranks = admission.nranks;
+        conns.resize(nranks);
+        table.resize(nranks);
+      }
+      if (!admitted.ok()) {
+        CFX_WARN(kBoot, "bootstrap root: refused rank %d: %s", hello->rank, admitted.status().message().c_str());
+        (void)send_reply_error(s, admitted.status().code(), admitted.status().message());
+        continue;
+      }
+      table[*admitted] = info;
+      conns[*admitted] = std::move(s);
+      ++arrived;
     }
-    RankInfo info;
-    Result<int> admitted = admit_hello(*hello, admission, &info);
-    if (nranks < 0 && admission.nranks > 0) {
-      nranks = admission.nranks;
-      conns.resize(nranks);
-      table.resize(nranks);
-    }
-    if (!admitted.ok()) {
-      CFX_WARN(kBoot, "bootstrap root: refused %s: %s", peer.str().c_str(), admitted.status().message().c_str());
-      (void)send_reply_error(s, admitted.status().code(), admitted.status().message());
-      continue;
-    }
-    table[*admitted] = info;
-    conns[*admitted] = std::move(s);
-    ++arrived;
   }
   RootReply ok;
   ok.nranks = nranks;

@@ -105,7 +105,7 @@ INSTANTIATE_TEST_SUITE_P(Configs, Stress,
                          ::testing::Values(StressParam{"shm_coll", "auto", "1", 4},
                                            StressParam{"shm_p2p", "auto", "0", 3},
                                            StressParam{"tcp", "tcp", "0", 3}),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
 
 }  // namespace
 }  // namespace conflux::test
