@@ -211,10 +211,9 @@ Status Run::wait_for_work() {
     const PeerQueues& q = queues_[peer];
     // Bytes for a receive not yet posted cannot move us on (and heartbeats
     // would wake us for nothing); check_peer() still sees a closed socket.
-    short events = 0;
-    if (q.recv_head < q.recvs.size() && state_[q.recvs[q.recv_head]].posted) events |= POLLIN;
-    if (q.send_head < q.sends.size() && state_[q.sends[q.send_head]].posted) events |= POLLOUT;
-    fds.push_back({fd, events, 0});
+    const bool recv_waiting = q.recv_head < q.recvs.size() && state_[q.recvs[q.recv_head]].posted;
+    const bool send_waiting = q.send_head < q.sends.size() && state_[q.sends[q.send_head]].posted;
+    fds.push_back({fd, ctx_.links[peer]->poll_events(recv_waiting, send_waiting), 0});
   }
   if (!fds.empty()) {
     // Sockets wake us directly; shared-memory peers (if any) are polled at 1 ms.

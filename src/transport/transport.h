@@ -9,6 +9,8 @@
 #include "core/status.h"
 #include "exec/reduce.h"
 
+#include <poll.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -47,6 +49,12 @@ class Link {
   virtual Status progress_recv(RecvOp& op, bool* progressed) = 0;
   // A descriptor to poll while waiting (sockets), or -1 (shared memory).
   virtual int poll_fd() const { return -1; }
+  // The poll() events to wait for on poll_fd(), given whether a receive and/or
+  // a send is posted and waiting: sockets POLLIN/POLLOUT, a completion queue's
+  // descriptor POLLIN for either.
+  virtual short poll_events(bool recv_waiting, bool send_waiting) const {
+    return static_cast<short>((recv_waiting ? POLLIN : 0) | (send_waiting ? POLLOUT : 0));
+  }
   // Cheap check that the peer is alive (called while waiting).
   virtual Status check_peer() { return Status::Ok(); }
 };

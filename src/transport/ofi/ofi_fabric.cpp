@@ -111,11 +111,32 @@ Status OfiFabric::init(fi_info* info) {
   if (ret) return ofi_error("fi_fabric", ret);
   ret = fi_domain(fabric_, info, &domain_, nullptr);
   if (ret) return ofi_error("fi_domain", ret);
+  // A descriptor to sleep on (FI_WAIT_FD) lets a waiting rank leave the CPU
+  // to its peer (and to the kernel moving its bytes) instead of spinning on
+  // fi_cq_read; a provider without one still works, polled.
+  // CONFLUX_OFI_WAIT=0 forces the polled CQ (for comparison).
+  const char* wait_env = std::getenv("CONFLUX_OFI_WAIT");
+  const bool want_fd = wait_env == nullptr || std::strcmp(wait_env, "0") != 0;
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_TAGGED;
-  cq_attr.wait_obj = FI_WAIT_NONE;
+  cq_attr.wait_obj = want_fd ? FI_WAIT_FD : FI_WAIT_NONE;
   ret = fi_cq_open(domain_, &cq_attr, &cq_, nullptr);
+  if (ret && want_fd) {
+    CFX_INFO(kNet, "libfabric %s: no CQ with FI_WAIT_FD (%s); polling", provider_.c_str(), fi_strerror(-ret));
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    ret = fi_cq_open(domain_, &cq_attr, &cq_, nullptr);
+  }
   if (ret) return ofi_error("fi_cq_open", ret);
+  if (cq_attr.wait_obj == FI_WAIT_FD) {
+    int fd = -1;
+    ret = fi_control(&cq_->fid, FI_GETWAIT, &fd);
+    if (ret == 0 && fd >= 0) {
+      cq_fd_ = fd;
+    } else {
+      CFX_INFO(kNet, "libfabric %s: FI_GETWAIT on the CQ failed (%s); polling", provider_.c_str(),
+               fi_strerror(-ret));
+    }
+  }
   fi_av_attr av_attr{};
   av_attr.type = info->domain_attr->av_type != FI_AV_UNSPEC ? info->domain_attr->av_type : FI_AV_TABLE;
   ret = fi_av_open(domain_, &av_attr, &av_, nullptr);
@@ -137,8 +158,9 @@ Status OfiFabric::init(fi_info* info) {
   }
   if (ret) return ofi_error("fi_getname", ret);
   name_.resize(len);
-  CFX_INFO(kNet, "libfabric %s: max_msg_size %zu, mr_mode 0x%llx%s", provider_.c_str(), max_msg_size_,
-           static_cast<unsigned long long>(mr_mode), register_ ? " (registering buffers)" : "");
+  CFX_INFO(kNet, "libfabric %s: max_msg_size %zu, mr_mode 0x%llx%s, %s", provider_.c_str(), max_msg_size_,
+           static_cast<unsigned long long>(mr_mode), register_ ? " (registering buffers)" : "",
+           cq_fd_ >= 0 ? "CQ wait fd" : "polled CQ");
   return Status::Ok();
 }
 
@@ -258,6 +280,15 @@ Status OfiFabric::poll(bool* progressed) {
     if (n < 16) return Status::Ok();
   }
   return Status::Ok();
+}
+
+int OfiFabric::wait_fd() {
+  if (cq_fd_ < 0) return -1;
+  // fi_trywait: FI_SUCCESS means the descriptor will signal the next
+  // completion; -FI_EAGAIN means something is pending and must be read
+  // (sleeping now could miss it).
+  fid* fids[] = {&cq_->fid};
+  return fi_trywait(fabric_, fids, 1) == FI_SUCCESS ? cq_fd_ : -1;
 }
 
 }  // namespace conflux

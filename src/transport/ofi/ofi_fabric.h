@@ -54,6 +54,11 @@ class OfiFabric {
   Status post_recv(void* buf, size_t len, uint64_t tag, OfiReq* req);
   // Reads the CQ (drives the provider); sets *progressed when anything completed.
   Status poll(bool* progressed);
+  // The CQ's wait descriptor (FI_WAIT_FD) when it is safe to sleep on it now,
+  // i.e. fi_trywait said nothing is pending; -1 when the CQ has no descriptor
+  // or must be read first (the caller then polls again instead of sleeping).
+  // Readable when a completion may be there; reading happens in poll().
+  int wait_fd();
 
   // Request slots owned by the fabric (see OfiReq).
   OfiReq* new_requests(size_t n);
@@ -74,6 +79,7 @@ class OfiFabric {
   fid_av* av_ = nullptr;
   fid_cq* cq_ = nullptr;
   fid_ep* ep_ = nullptr;
+  int cq_fd_ = -1;  // FI_GETWAIT of the CQ, -1 without a wait object
   // Registration cache by (address, length): user buffers of a training loop
   // repeat, so each is registered once.
   std::map<std::pair<uintptr_t, size_t>, fid_mr*> mr_cache_;

@@ -55,6 +55,7 @@ Status OfiLink::progress_send(SendOp& op, bool* progressed) {
     header.done = false;
     op.stage = 1;
     op.done = 0;
+    send_active_ = true;
   }
   if (op.stage == 1) {
     CFX_RETURN_IF_ERROR(fabric_->post_send(&send_header_, sizeof send_header_, peer_.addr,
@@ -82,7 +83,10 @@ Status OfiLink::progress_send(SendOp& op, bool* progressed) {
     op.done += piece_len(op.bytes, send_completed_);
     ++send_completed_;
   }
-  if (header.done && send_completed_ == send_pieces_) op.complete = true;
+  if (header.done && send_completed_ == send_pieces_) {
+    op.complete = true;
+    send_active_ = false;
+  }
   return Status::Ok();
 }
 
@@ -96,6 +100,7 @@ Status OfiLink::progress_recv(RecvOp& op, bool* progressed) {
     if (!header.posted) return Status::Ok();
     op.stage = 1;
     op.done = 0;
+    recv_active_ = true;
     CFX_RETURN_IF_ERROR(fabric_->poll(progressed));
   }
   if (op.stage == 1) {
@@ -142,7 +147,10 @@ Status OfiLink::progress_recv(RecvOp& op, bool* progressed) {
     ++recv_completed_;
     *progressed = true;
   }
-  if (recv_completed_ == recv_pieces_) op.complete = true;
+  if (recv_completed_ == recv_pieces_) {
+    op.complete = true;
+    recv_active_ = false;
+  }
   return Status::Ok();
 }
 
@@ -161,10 +169,29 @@ Status OfiLink::check_peer() {
     uint64_t t = process_start_time(peer_.pid);
     gone = t != 0 && t != peer_.pid_start_time;
   }
-  if (gone)
-    return remote_error("rank " + std::to_string(peer_.rank) + " (pid " + std::to_string(peer_.pid) +
-                        ") exited (libfabric " + fabric_->provider() + " link)");
-  return Status::Ok();
+  if (!gone) {
+    gone_idle_since_ = {};
+    return Status::Ok();
+  }
+  // Gone is not failed yet. A peer exits as soon as its last sends completed
+  // (delivery complete: our provider has them), possibly before we read the
+  // CQ: read it first, the executor then finishes with what arrived.
+  bool progressed = false;
+  CFX_RETURN_IF_ERROR(fabric_->poll(&progressed));
+  if (progressed) return Status::Ok();
+  // A peer that finished its part of the call may exit cleanly while we
+  // still wait on another rank: with nothing under way on this link that is
+  // no failure. Still gone after kIdleGrace (what the executor waits before
+  // checking every link of a stalled collective): the others are likely
+  // stuck on it, so name it.
+  constexpr auto kIdleGrace = std::chrono::seconds(2);
+  if (!send_active_ && !recv_active_) {
+    const auto now = std::chrono::steady_clock::now();
+    if (gone_idle_since_ == std::chrono::steady_clock::time_point{}) gone_idle_since_ = now;
+    if (now - gone_idle_since_ < kIdleGrace) return Status::Ok();
+  }
+  return remote_error("rank " + std::to_string(peer_.rank) + " (pid " + std::to_string(peer_.pid) +
+                      ") exited (libfabric " + fabric_->provider() + " link)");
 }
 
 }  // namespace conflux

@@ -10,6 +10,9 @@
 #include "transport/ofi/ofi_fabric.h"
 #include "transport/transport.h"
 
+#include <poll.h>
+
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -38,6 +41,12 @@ class OfiLink final : public Link {
   Status progress_send(SendOp& op, bool* progressed) override;
   Status progress_recv(RecvOp& op, bool* progressed) override;
   Status check_peer() override;
+  // The shared CQ's wait descriptor, after fi_trywait (-1: poll again first).
+  int poll_fd() const override { return fabric_->wait_fd(); }
+  // Any completion (send or receive) makes the CQ descriptor readable.
+  short poll_events(bool recv_waiting, bool send_waiting) const override {
+    return recv_waiting || send_waiting ? POLLIN : 0;
+  }
 
  private:
   struct Header {
@@ -56,6 +65,10 @@ class OfiLink final : public Link {
   uint64_t comm_id_;
   size_t piece_;
   int pidfd_ = -1;  // same-host peer's process, for check_peer
+  // A message to or from the peer is under way on this link (check_peer).
+  bool send_active_ = false, recv_active_ = false;
+  // When check_peer first saw the peer gone while no message was under way.
+  std::chrono::steady_clock::time_point gone_idle_since_{};
 
   // Send direction: the head message's header, piece requests and counters.
   Header send_header_{};
