@@ -1,8 +1,8 @@
 #!/bin/bash
 # Interleaved TCP vs libfabric (tcp;ofi_rxm) AllReduce, 2 ranks on loopback.
 # Usage: bench/ofi_vs_tcp.sh [build-dir] [rounds]
-# Modes per round: tcp, ofi (CQ wait fd), ofi-poll (CONFLUX_OFI_WAIT=0: the
-# polled CQ of before). MODES, MIN (-b), MAX (-e), ITERS, WARM override.
+# Modes per round: tcp, ofi (CONFLUX_OFI_WAIT=1: CQ wait fd), ofi-poll
+# (CONFLUX_OFI_WAIT=0: polled CQ, the default). MODES, MIN (-b), MAX (-e), ITERS, WARM override.
 set -u
 B=${1:-build}; R=${2:-2}
 export CONFLUX_SOCKET_IFNAME=lo FI_TCP_IFACE=lo CONFLUX_SHM_COLL=0

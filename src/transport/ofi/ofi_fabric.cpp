@@ -114,9 +114,12 @@ Status OfiFabric::init(fi_info* info) {
   // A descriptor to sleep on (FI_WAIT_FD) lets a waiting rank leave the CPU
   // to its peer (and to the kernel moving its bytes) instead of spinning on
   // fi_cq_read; a provider without one still works, polled.
-  // CONFLUX_OFI_WAIT=0 forces the polled CQ (for comparison).
+  // Opt-in (CONFLUX_OFI_WAIT=1): with tcp;ofi_rxm (libfabric 1.17) the
+  // descriptor measured slower than the polled CQ (bench/README.md, libfabric):
+  // it seems not to signal every event manual progress needs, so waits run
+  // into the executor's 50 ms poll cap.
   const char* wait_env = std::getenv("CONFLUX_OFI_WAIT");
-  const bool want_fd = wait_env == nullptr || std::strcmp(wait_env, "0") != 0;
+  const bool want_fd = wait_env != nullptr && std::strcmp(wait_env, "1") == 0;
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_TAGGED;
   cq_attr.wait_obj = want_fd ? FI_WAIT_FD : FI_WAIT_NONE;
