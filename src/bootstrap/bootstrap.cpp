@@ -30,7 +30,7 @@ Result<int> admit_hello(const RankHello& hello, RootAdmission& state, RankInfo* 
   const RankInfo& in = hello.info;
   if (in.rank != hello.rank || in.listen_len > sizeof in.listen_addr || in.ofi_name_len > sizeof in.ofi_name ||
       in.hostname[sizeof in.hostname - 1] != '\0' || in.nic[sizeof in.nic - 1] != '\0' ||
-      in.shm_name[sizeof in.shm_name - 1] != '\0')
+      in.shm_name[sizeof in.shm_name - 1] != '\0' || in.topo_nic[sizeof in.topo_nic - 1] != '\0')
     return remote_error("rank " + std::to_string(hello.rank) + " sent a malformed rank info");
   state.joined[hello.rank] = true;
   *info_out = in;

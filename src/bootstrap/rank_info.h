@@ -23,6 +23,7 @@ struct RankInfo {
   uint64_t pid_start_time = 0;    // with pid, identifies the process (pids get reused)
   uint32_t ofi_name_len = 0;      // libfabric endpoint address (CONFLUX_TRANSPORT=ofi), else 0
   char ofi_name[92] = {};
+  char topo_nic[32] = {};         // nearest NIC by the topology model (path class, then bandwidth)
 };
 
 // This host's identity: CONFLUX_HOSTID when set, else hostname + boot id.

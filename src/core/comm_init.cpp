@@ -8,6 +8,8 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "exec/executor.h"
+#include "topo/load_system.h"
+#include "topo/plan.h"
 #include "transport/shm/shm_link.h"
 #include "transport/tcp/tcp_link.h"
 #ifdef CONFLUX_HAVE_OFI
@@ -43,6 +45,24 @@ int open_pidfd(int pid) {
 
 }  // namespace
 
+// This rank's NUMA node and nearest NIC from the topology model (hwloc
+// discovery fused with CONFLUX_TOPO_FILE, cached per process). A topology
+// file the user named but that cannot be used is an error; a discovery that
+// fails on its own only costs the placement hints.
+static Status locate_in_topology(int rank, RankInfo* mine) {
+  Result<topo::System> sys = topo::load_system();
+  if (!sys.ok()) {
+    if (!config().topo_file.empty()) return Status(sys.status()).prepend("topology: ");
+    CFX_WARN(kTopo, "topology discovery failed (%s); ranks are placed without NUMA/NIC hints",
+             sys.status().message().c_str());
+    return Status::Ok();
+  }
+  topo::Placement place = topo::place_this_process(sys.value(), rank);
+  mine->numa_node = place.numa;
+  std::snprintf(mine->topo_nic, sizeof mine->topo_nic, "%s", place.nic.name.c_str());
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<cfxComm>> cfxComm::create(int nranks, int rank, const UniqueIdData& id) {
   std::unique_ptr<cfxComm> comm(new cfxComm());
   Status st = comm->init(nranks, rank, id);
@@ -73,6 +93,7 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
   std::memcpy(&mine.listen_addr, &listen_addr.storage, sizeof listen_addr.storage);
   mine.listen_len = listen_addr.len;
   std::snprintf(mine.nic, sizeof mine.nic, "%s", nic.name.c_str());
+  CFX_RETURN_IF_ERROR(locate_in_topology(rank, &mine));
 
   // Forcing a network transport (tcp, ofi) means every peer uses it, same host or not.
   const bool shm_allowed = cfg.transport != TransportChoice::kTcp && cfg.transport != TransportChoice::kOfi && nranks > 1;
@@ -207,20 +228,14 @@ Status cfxComm::connect_tcp_peers(const Socket& listener, const std::vector<bool
 }
 
 void cfxComm::build_ring() {
-  // Ranks of one host stay contiguous, hosts in order of their lowest rank:
-  // a ring then crosses each inter-host link once in each direction.
-  std::map<uint64_t, int> host_order;
-  for (int r = 0; r < nranks_; ++r) host_order.emplace(table_[r].host_hash, static_cast<int>(host_order.size()));
-  std::vector<int> first_rank(host_order.size(), nranks_);
-  for (int r = 0; r < nranks_; ++r) {
-    int& f = first_rank[host_order[table_[r].host_hash]];
-    f = std::min(f, r);
-  }
-  ring_.resize(nranks_);
-  for (int r = 0; r < nranks_; ++r) ring_[r] = r;
-  std::stable_sort(ring_.begin(), ring_.end(), [&](int a, int b) {
-    return first_rank[host_order[table_[a].host_hash]] < first_rank[host_order[table_[b].host_hash]];
-  });
+  // Ranks of one host stay contiguous (ordered by NUMA node, then NIC), so
+  // the ring crosses each inter-host link once in each direction; hosts
+  // enter on different NICs so cross-host edges spread over the rails.
+  std::vector<topo::RankLocation> where(nranks_);
+  for (int r = 0; r < nranks_; ++r)
+    where[r] = {std::to_string(table_[r].host_hash), table_[r].numa_node,
+                table_[r].topo_nic[0] != '\0' ? table_[r].topo_nic : table_[r].nic};
+  ring_ = topo::order_ring(where);
 }
 
 std::string cfxComm::link_kind(int peer) const {
@@ -234,7 +249,8 @@ void cfxComm::log_init_summary() const {
     CFX_INFO(kInit, "conflux %d.%d.%d: communicator %016llx with %d ranks", CFX_MAJOR, CFX_MINOR, CFX_PATCH,
              static_cast<unsigned long long>(id_.comm_id), nranks_);
     for (int r = 0; r < nranks_; ++r)
-      CFX_INFO(kInit, "rank %d: host %s pid %d nic %s", r, table_[r].hostname, table_[r].pid, table_[r].nic);
+      CFX_INFO(kInit, "rank %d: host %s pid %d numa %d nic %s (nearest by topology: %s)", r, table_[r].hostname,
+               table_[r].pid, table_[r].numa_node, table_[r].nic, table_[r].topo_nic[0] ? table_[r].topo_nic : "none");
     std::string ring;
     for (int r : ring_) ring += (ring.empty() ? "" : " -> ") + std::to_string(r);
     CFX_INFO(kInit, "ring order: %s", ring.c_str());
