@@ -45,6 +45,7 @@ class Run {
   uint8_t* ptr(const algo::Slice& sl) const { return ctx_.buffers[sl.buf] + sl.offset; }
   void complete(int i);
   Status pass(bool* progressed);
+  Status with_other_failures(Status st, int failed_peer) const;
   Status advance_sends(int peer, PeerQueues& q, bool* progressed);
   Status advance_recvs(int peer, PeerQueues& q, bool* progressed);
   Status wait_for_work();
@@ -131,9 +132,22 @@ Status Run::pass(bool* progressed) {
     PeerQueues& q = queues_[peer];
     Status st = advance_recvs(peer, q, progressed);
     if (st.ok()) st = advance_sends(peer, q, progressed);
-    if (!st.ok()) return st;
+    if (!st.ok()) return with_other_failures(st, peer);
   }
   return Status::Ok();
+}
+
+Status Run::with_other_failures(Status st, int failed_peer) const {
+  // When one rank dies, a neighbour that noticed first may give up and exit,
+  // and its link is the one that fails here: name every other dead link too,
+  // so the rank that really died appears in this rank's error as well.
+  if (st.code() != cfxRemoteError || !collective_) return st;
+  for (size_t peer = 0; peer < ctx_.links.size(); ++peer) {
+    if (ctx_.links[peer] == nullptr || static_cast<int>(peer) == failed_peer) continue;
+    Status other = ctx_.links[peer]->check_peer();
+    if (!other.ok()) st = Status(st.code(), st.message() + "; also " + other.message());
+  }
+  return st;
 }
 
 std::string Run::waiting_on() const {

@@ -62,7 +62,10 @@ std::string straggler_body(cfxComm_t comm, int rank, int n, Call call) {
 
 RunOptions options(const char* transport) {
   RunOptions o;
-  o.env = {{"CONFLUX_TIMEOUT", "2"}, {"CONFLUX_TRANSPORT", transport}, {"CONFLUX_SHM_COLL", "0"}};
+  // Direct algorithms (pairwise AlltoAll, ring AllReduce): each rank waits on
+  // the sleeper itself, so each can name it. Multi-round ones name a relay.
+  o.env = {{"CONFLUX_TIMEOUT", "2"}, {"CONFLUX_TRANSPORT", transport}, {"CONFLUX_SHM_COLL", "0"},
+           {"CONFLUX_ALGO", "alltoall:pairwise;allreduce:ring"}};
   o.timeout_s = 60;
   return o;
 }

@@ -60,7 +60,7 @@ cfx_run_cluster() {
     for ((l = 0; l < per; l++)); do
       rank=$((h * per + l))
       ip netns exec "$ns" unshare -u env RANK=$rank WORLD_SIZE=$world LOCAL_RANK=$l LOCAL_WORLD_SIZE=$per \
-        CONFLUX_ROOT="${CFX_SUBNET}.1:$port" CONFLUX_JOB_ID="cfx-netns-$port" \
+        CONFLUX_ROOT="${CFX_SUBNET}.1:$port" CONFLUX_JOB_ID="cfx-netns-$port" CONFLUX_SOCKET_IFNAME==eth0 \
         sh -c 'hostname "emuhost$1"; shift; exec "$@"' _ "$h" "$@" &
       pids+=($!)
     done
