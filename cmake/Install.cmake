@@ -17,7 +17,7 @@ install(FILES ${PROJECT_BINARY_DIR}/confluxConfig.cmake ${PROJECT_BINARY_DIR}/co
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/conflux)
 
 set(PC_LIBS_PRIVATE "-lhwloc -lpugixml -lcrypto -lpthread")
-if(LIBFABRIC_FOUND)
+if(CONFLUX_OFI_ENABLED)
   string(APPEND PC_LIBS_PRIVATE " -lfabric")
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/conflux.pc.in ${PROJECT_BINARY_DIR}/conflux.pc @ONLY)
