@@ -1,6 +1,6 @@
 #include "perf_check.h"
 
-#include "core/half.h"
+#include "core/check_data.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,65 +9,11 @@
 namespace conflux::tools {
 namespace {
 
-double value_at(int rank, size_t i, cfxRedOp_t op) {
-  if (op == cfxProd) return 1.0 + static_cast<double>((static_cast<size_t>(rank) + i) % 3 == 0);
-  return static_cast<double>((static_cast<size_t>(rank) * 7 + i * 3) % 11 + 1);
-}
-
-void put(void* b, size_t i, cfxDataType_t t, double v) {
-  switch (t) {
-    case cfxInt8: static_cast<int8_t*>(b)[i] = static_cast<int8_t>(v); break;
-    case cfxUint8: static_cast<uint8_t*>(b)[i] = static_cast<uint8_t>(v); break;
-    case cfxInt32: static_cast<int32_t*>(b)[i] = static_cast<int32_t>(v); break;
-    case cfxUint32: static_cast<uint32_t*>(b)[i] = static_cast<uint32_t>(v); break;
-    case cfxInt64: static_cast<int64_t*>(b)[i] = static_cast<int64_t>(v); break;
-    case cfxUint64: static_cast<uint64_t*>(b)[i] = static_cast<uint64_t>(v); break;
-    case cfxFloat16: static_cast<uint16_t*>(b)[i] = float_to_half(static_cast<float>(v)); break;
-    case cfxBfloat16: static_cast<uint16_t*>(b)[i] = float_to_bf16(static_cast<float>(v)); break;
-    case cfxFloat32: static_cast<float*>(b)[i] = static_cast<float>(v); break;
-    case cfxFloat64: static_cast<double*>(b)[i] = v; break;
-    default: break;
-  }
-}
-
-double get(const void* b, size_t i, cfxDataType_t t) {
-  switch (t) {
-    case cfxInt8: return static_cast<const int8_t*>(b)[i];
-    case cfxUint8: return static_cast<const uint8_t*>(b)[i];
-    case cfxInt32: return static_cast<const int32_t*>(b)[i];
-    case cfxUint32: return static_cast<const uint32_t*>(b)[i];
-    case cfxInt64: return static_cast<double>(static_cast<const int64_t*>(b)[i]);
-    case cfxUint64: return static_cast<double>(static_cast<const uint64_t*>(b)[i]);
-    case cfxFloat16: return half_to_float(static_cast<const uint16_t*>(b)[i]);
-    case cfxBfloat16: return bf16_to_float(static_cast<const uint16_t*>(b)[i]);
-    case cfxFloat32: return static_cast<const float*>(b)[i];
-    case cfxFloat64: return static_cast<const double*>(b)[i];
-    default: return NAN;
-  }
-}
-
-// As stored in type t (so fp16 and integer rounding match the library's).
-double as_type(double v, cfxDataType_t t) {
-  uint64_t tmp = 0;
-  put(&tmp, 0, t, v);
-  return get(&tmp, 0, t);
-}
-
-double reduced(int nranks, size_t i, cfxRedOp_t op, cfxDataType_t t) {
-  double acc = value_at(0, i, op);
-  for (int r = 1; r < nranks; ++r) {
-    double v = value_at(r, i, op);
-    if (op == cfxSum || op == cfxAvg) acc += v;
-    else if (op == cfxProd) acc *= v;
-    else if (op == cfxMax) acc = std::max(acc, v);
-    else acc = std::min(acc, v);
-  }
-  if (op != cfxAvg) return as_type(acc, t);
-  bool integer = t <= cfxUint64;
-  if (integer) return std::trunc(acc / nranks);
-  if (t == cfxFloat64) return acc / nranks;
-  return as_type(static_cast<float>(acc) / static_cast<float>(nranks), t);
-}
+using check::as_type;
+using check::input_value;
+using check::load;
+using check::reduced_value;
+using check::store;
 
 }  // namespace
 
@@ -118,7 +64,7 @@ double busbw_factor(PerfColl c, int nranks) {
 }
 
 void fill_input(void* buf, size_t n, cfxDataType_t t, cfxRedOp_t op, int rank, size_t offset) {
-  for (size_t i = 0; i < n; ++i) put(buf, i, t, value_at(rank, offset + i, op));
+  for (size_t i = 0; i < n; ++i) store(buf, i, t, input_value(rank, offset + i, op));
 }
 
 size_t count_wrong(PerfColl c, const void* recv, size_t count, cfxDataType_t t, cfxRedOp_t op, int root, int rank,
@@ -127,7 +73,7 @@ size_t count_wrong(PerfColl c, const void* recv, size_t count, cfxDataType_t t, 
   perf_buffer_counts(c, count, nranks, &send_count, &recv_count);
   size_t wrong = 0;
   auto expect = [&](size_t i, double want) {
-    if (get(recv, i, t) != want) ++wrong;
+    if (load(recv, i, t) != want) ++wrong;
   };
   const size_t block = (c == PerfColl::kAllReduce || c == PerfColl::kBroadcast || c == PerfColl::kReduce ||
                         c == PerfColl::kSendRecv)
@@ -135,34 +81,34 @@ size_t count_wrong(PerfColl c, const void* recv, size_t count, cfxDataType_t t, 
                            : count / static_cast<size_t>(nranks);
   switch (c) {
     case PerfColl::kAllReduce:
-      for (size_t i = 0; i < recv_count; ++i) expect(i, reduced(nranks, i, op, t));
+      for (size_t i = 0; i < recv_count; ++i) expect(i, reduced_value(nranks, i, op, t));
       break;
     case PerfColl::kReduce:
       if (rank == root)
-        for (size_t i = 0; i < recv_count; ++i) expect(i, reduced(nranks, i, op, t));
+        for (size_t i = 0; i < recv_count; ++i) expect(i, reduced_value(nranks, i, op, t));
       break;
     case PerfColl::kBroadcast:
-      for (size_t i = 0; i < recv_count; ++i) expect(i, as_type(value_at(root, i, op), t));
+      for (size_t i = 0; i < recv_count; ++i) expect(i, as_type(input_value(root, i, op), t));
       break;
     case PerfColl::kSendRecv:
-      for (size_t i = 0; i < recv_count; ++i) expect(i, as_type(value_at((rank - 1 + nranks) % nranks, i, op), t));
+      for (size_t i = 0; i < recv_count; ++i) expect(i, as_type(input_value((rank - 1 + nranks) % nranks, i, op), t));
       break;
     case PerfColl::kAllGather:
-      for (size_t i = 0; i < recv_count; ++i) expect(i, as_type(value_at(static_cast<int>(i / block), i % block, op), t));
+      for (size_t i = 0; i < recv_count; ++i) expect(i, as_type(input_value(static_cast<int>(i / block), i % block, op), t));
       break;
     case PerfColl::kGather:
       if (rank == root)
-        for (size_t i = 0; i < recv_count; ++i) expect(i, as_type(value_at(static_cast<int>(i / block), i % block, op), t));
+        for (size_t i = 0; i < recv_count; ++i) expect(i, as_type(input_value(static_cast<int>(i / block), i % block, op), t));
       break;
     case PerfColl::kReduceScatter:
-      for (size_t i = 0; i < recv_count; ++i) expect(i, reduced(nranks, rank * block + i, op, t));
+      for (size_t i = 0; i < recv_count; ++i) expect(i, reduced_value(nranks, rank * block + i, op, t));
       break;
     case PerfColl::kScatter:
-      for (size_t i = 0; i < recv_count; ++i) expect(i, as_type(value_at(root, rank * block + i, op), t));
+      for (size_t i = 0; i < recv_count; ++i) expect(i, as_type(input_value(root, rank * block + i, op), t));
       break;
     case PerfColl::kAlltoAll:
       for (size_t i = 0; i < recv_count; ++i)
-        expect(i, as_type(value_at(static_cast<int>(i / block), rank * block + i % block, op), t));
+        expect(i, as_type(input_value(static_cast<int>(i / block), rank * block + i % block, op), t));
       break;
   }
   return wrong;

@@ -4,6 +4,7 @@
 // every partial result exactly, whatever order the algorithm reduces in.
 #pragma once
 
+#include "core/check_data.h"
 #include "core/coll.h"
 
 #include <conflux/conflux.h>
@@ -14,12 +15,12 @@
 
 namespace conflux::test {
 
-double input_value(int rank, size_t index, cfxRedOp_t op);
-// Writes value into element i of a typed buffer / reads it back.
-void store(void* buf, size_t i, cfxDataType_t t, double value);
-double load(const void* buf, size_t i, cfxDataType_t t);
-// The reduction of all ranks' inputs at index i, as the library defines it.
-double reduced_value(int nranks, size_t index, cfxRedOp_t op, cfxDataType_t t);
+// The pattern and typed access live in core/check_data.h (shared with
+// `conflux perf -c 1`).
+using check::input_value;
+using check::load;
+using check::reduced_value;
+using check::store;
 
 struct CollCase {
   Coll coll = Coll::kAllReduce;
