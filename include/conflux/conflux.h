@@ -42,7 +42,8 @@ typedef enum {
   cfxTimeout = 6,          /* a deadline passed */
   cfxInProgress = 7,       /* a nonblocking operation has not finished yet */
   cfxAborted = 8,          /* the communicator was aborted */
-  cfxNumResults = 9
+  cfxNumResults = 9,
+  cfxResultMaxEnum = 0x7fffffff  /* keeps the type int-sized, so any int value is representable */
 } cfxResult_t;
 
 typedef enum {
@@ -61,7 +62,8 @@ typedef enum {
   cfxFloat64 = 8,
   cfxDouble = 8,
   cfxBfloat16 = 9,
-  cfxNumTypes = 10
+  cfxNumTypes = 10,
+  cfxDataTypeMaxEnum = 0x7fffffff  /* bad values from callers are then checkable, not UB */
 } cfxDataType_t;
 
 typedef enum {
@@ -70,7 +72,8 @@ typedef enum {
   cfxMax = 2,
   cfxMin = 3,
   cfxAvg = 4,
-  cfxNumOps = 5
+  cfxNumOps = 5,
+  cfxRedOpMaxEnum = 0x7fffffff
 } cfxRedOp_t;
 
 /* ---- library and communicators ---------------------------------------- */

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <utility>
 
 namespace conflux::test {
 namespace {
@@ -37,10 +39,36 @@ cfxUniqueId g_id;
 
 const cfxUniqueId& current_unique_id() { return g_id; }
 
+// Sets the run's variables in this (parent) process and puts the previous
+// values back afterwards, so one test's settings never leak into the next
+// when a whole test binary runs in one process.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(const std::map<std::string, std::string>& vars) {
+    for (const auto& [k, v] : vars) {
+      const char* old = std::getenv(k.c_str());
+      saved_.emplace_back(k, old ? std::optional<std::string>(old) : std::nullopt);
+      setenv(k.c_str(), v.c_str(), 1);
+    }
+    conflux::reload_config();
+  }
+  ~ScopedEnv() {
+    for (const auto& [k, old] : saved_) {
+      if (old) setenv(k.c_str(), old->c_str(), 1);
+      else unsetenv(k.c_str());
+    }
+    conflux::reload_config();
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
 std::vector<RankResult> run_ranks(int n, const RankBody& body, const RunOptions& options) {
   std::vector<RankResult> results(n);
-  for (const auto& [k, v] : options.env) setenv(k.c_str(), v.c_str(), 1);
-  conflux::reload_config();
+  ScopedEnv env(options.env);
   if (cfxGetUniqueId(&g_id) != cfxSuccess) {
     for (int r = 0; r < n; ++r) results[r] = {r, 1, std::string("cfxGetUniqueId failed: ") + cfxGetLastError(nullptr)};
     return results;
