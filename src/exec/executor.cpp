@@ -213,7 +213,12 @@ Status Run::wait_for_work() {
       for (size_t peer = 0; peer < ctx_.links.size(); ++peer)
         if (ctx_.links[peer] != nullptr) check(static_cast<int>(peer));
     } else {
-      for (int peer : active_peers_) check(peer);
+      // Only peers we still owe or expect a message: one whose part of this
+      // call is over may have finished and exited cleanly.
+      for (int peer : active_peers_) {
+        const PeerQueues& q = queues_[peer];
+        if (q.send_head < q.sends.size() || q.recv_head < q.recvs.size()) check(peer);
+      }
     }
     if (!failed.ok()) return failed;
   }
