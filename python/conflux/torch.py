@@ -18,9 +18,11 @@ is_completed(), exception() and get_future() reflect the real state and
 DDP's communication hook overlaps with backward.
 """
 
+import atexit
 import datetime
 import queue
 import threading
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -127,6 +129,15 @@ class Work(dist.Work):
         pass  # CPU only: nothing to synchronize with
 
 
+_live_groups = weakref.WeakSet()
+
+
+@atexit.register
+def _stop_completion_threads():
+    for group in list(_live_groups):
+        group._shutdown()
+
+
 class ProcessGroupConflux(dist.ProcessGroup):
     """A torch.distributed process group backed by a conflux communicator."""
 
@@ -148,6 +159,16 @@ class ProcessGroupConflux(dist.ProcessGroup):
         self._queue = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._completion_loop, name="conflux-completion", daemon=True)
         self._thread.start()
+        _live_groups.add(self)
+
+    def _shutdown(self, timeout=10.0):
+        """Stop the completion thread after the work already queued.
+
+        Runs at exit: a daemon thread still inside torch when the interpreter
+        finalises is killed mid C++ frame, which aborts the process."""
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join(timeout)
 
     def getBackendName(self):  # noqa: N802 - c10d's name
         return "conflux"
