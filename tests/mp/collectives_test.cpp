@@ -17,31 +17,17 @@ struct MatrixParam {
   int nranks;
 };
 
-std::vector<size_t> small_counts(int n) {
-  return {0, 1, 7, 13, 1031, static_cast<size_t>(n) * 5 + 3};
-}
-
+constexpr cfxRedOp_t kOps[] = {cfxSum, cfxProd, cfxMax, cfxMin, cfxAvg};
 constexpr cfxDataType_t kTypes[] = {cfxInt8,   cfxUint8,   cfxInt32,   cfxUint32,   cfxInt64,
                                     cfxUint64, cfxFloat16, cfxFloat32, cfxFloat64, cfxBfloat16};
-constexpr cfxRedOp_t kOps[] = {cfxSum, cfxProd, cfxMax, cfxMin, cfxAvg};
 
 std::string run_matrix(cfxComm_t comm, int rank, int n) {
-  std::string errors;
+  std::string errors = run_small_matrix(comm, rank, n, kTypes, kOps, kTypes);
   auto check = [&](const CollCase& c) {
     if (errors.size() > 4000) return;
     std::string e = run_and_check(comm, rank, n, c);
     if (!e.empty()) errors += e + "\n";
   };
-  for (Coll coll : {Coll::kAllReduce, Coll::kReduce, Coll::kReduceScatter})
-    for (cfxDataType_t t : kTypes)
-      for (cfxRedOp_t op : kOps)
-        for (size_t count : small_counts(n))
-          for (bool in_place : {false, true})
-            check({coll, t, op, count, static_cast<int>((count + static_cast<size_t>(op)) % n), in_place});
-  for (Coll coll : {Coll::kBroadcast, Coll::kAllGather, Coll::kAlltoAll, Coll::kGather, Coll::kScatter})
-    for (cfxDataType_t t : kTypes)
-      for (size_t count : small_counts(n))
-        for (bool in_place : {false, true}) check({coll, t, cfxSum, count, static_cast<int>(count % n), in_place});
   // Several MiB with realistic chunks: every datatype through AllReduce,
   // float32 through the others.
   setenv("CONFLUX_CHUNK_SIZE", "128K", 1);

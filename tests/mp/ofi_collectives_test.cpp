@@ -31,31 +31,14 @@ std::map<std::string, std::string> ofi_env(const char* provider) {
           {"CONFLUX_SHM_COLL", "0"},    {"CONFLUX_TIMEOUT", "60"}};
 }
 
-std::vector<size_t> small_counts(int n) { return {0, 1, 7, 13, 1031, static_cast<size_t>(n) * 5 + 3}; }
-
-// A subset of collectives_test's matrix (its body, fewer types and ops to
-// keep the runtime small): the transport moves bytes, the kernels are tested there.
-constexpr cfxDataType_t kTypes[] = {cfxInt8, cfxFloat32, cfxBfloat16};
+// A subset of collectives_test's matrix (fewer types and ops to keep the
+// runtime small): the transport moves bytes, the kernels are tested there.
+constexpr cfxDataType_t kReduceTypes[] = {cfxInt8, cfxFloat32, cfxBfloat16};
 constexpr cfxRedOp_t kOps[] = {cfxSum, cfxMax};
+constexpr cfxDataType_t kMoveTypes[] = {cfxInt8, cfxFloat64};
 
 std::string run_matrix(cfxComm_t comm, int rank, int n) {
-  std::string errors;
-  auto check = [&](const CollCase& c) {
-    if (errors.size() > 4000) return;
-    std::string e = run_and_check(comm, rank, n, c);
-    if (!e.empty()) errors += e + "\n";
-  };
-  for (Coll coll : {Coll::kAllReduce, Coll::kReduce, Coll::kReduceScatter})
-    for (cfxDataType_t t : kTypes)
-      for (cfxRedOp_t op : kOps)
-        for (size_t count : small_counts(n))
-          for (bool in_place : {false, true})
-            check({coll, t, op, count, static_cast<int>((count + static_cast<size_t>(op)) % n), in_place});
-  for (Coll coll : {Coll::kBroadcast, Coll::kAllGather, Coll::kAlltoAll, Coll::kGather, Coll::kScatter})
-    for (cfxDataType_t t : {cfxInt8, cfxFloat64})
-      for (size_t count : small_counts(n))
-        for (bool in_place : {false, true}) check({coll, t, cfxSum, count, static_cast<int>(count % n), in_place});
-  return errors;
+  return run_small_matrix(comm, rank, n, kReduceTypes, kOps, kMoveTypes);
 }
 
 class OfiMatrix : public ::testing::TestWithParam<OfiParam> {};

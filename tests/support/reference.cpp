@@ -164,4 +164,26 @@ std::string run_and_check(cfxComm_t comm, int rank, int n, const CollCase& c) {
   return c.str() + ": " + ck.errors;
 }
 
+std::string run_small_matrix(cfxComm_t comm, int rank, int n, std::span<const cfxDataType_t> reduce_types,
+                             std::span<const cfxRedOp_t> ops, std::span<const cfxDataType_t> move_types) {
+  const std::vector<size_t> counts = {0, 1, 7, 13, 1031, static_cast<size_t>(n) * 5 + 3};
+  std::string errors;
+  auto check = [&](const CollCase& c) {
+    if (errors.size() > 4000) return;
+    std::string e = run_and_check(comm, rank, n, c);
+    if (!e.empty()) errors += e + "\n";
+  };
+  for (Coll coll : {Coll::kAllReduce, Coll::kReduce, Coll::kReduceScatter})
+    for (cfxDataType_t t : reduce_types)
+      for (cfxRedOp_t op : ops)
+        for (size_t count : counts)
+          for (bool in_place : {false, true})
+            check({coll, t, op, count, static_cast<int>((count + static_cast<size_t>(op)) % n), in_place});
+  for (Coll coll : {Coll::kBroadcast, Coll::kAllGather, Coll::kAlltoAll, Coll::kGather, Coll::kScatter})
+    for (cfxDataType_t t : move_types)
+      for (size_t count : counts)
+        for (bool in_place : {false, true}) check({coll, t, cfxSum, count, static_cast<int>(count % n), in_place});
+  return errors;
+}
+
 }  // namespace conflux::test

@@ -10,6 +10,7 @@
 #include <conflux/conflux.h>
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,11 @@ struct CollCase {
 // Runs one case on this rank and returns "" or a description of the first
 // wrong elements (and the library's error, if the call failed).
 std::string run_and_check(cfxComm_t comm, int rank, int nranks, const CollCase& c);
+
+// The small-count part of the correctness matrix: every reducing collective
+// x reduce_types x ops, every data-moving one x move_types, counts 0, 1, 7,
+// 13, 1031 and 5n+3, in and out of place, roots varying. "" or the failures.
+std::string run_small_matrix(cfxComm_t comm, int rank, int nranks, std::span<const cfxDataType_t> reduce_types,
+                             std::span<const cfxRedOp_t> ops, std::span<const cfxDataType_t> move_types);
 
 }  // namespace conflux::test
