@@ -2,7 +2,8 @@
 // matrix, over the "tcp;ofi_rxm" and "shm" providers for 2..4 ranks on this
 // host, plus zero-byte messages, many nonblocking calls in flight, the error
 // for an unknown provider and a peer that dies. Tiny chunks and pieces
-// (CONFLUX_OFI_PIECE_SIZE) force multi-piece messages and window wrap-around;
+// (CONFLUX_OFI_PIECE_SIZE) force multi-piece messages and window wrap-around,
+// a low CONFLUX_OFI_INLINE lets small messages take the inline path as well;
 // the intra-host shm fast path is off so every byte goes through libfabric.
 #include "core/config.h"
 #include "support/mp_harness.h"
@@ -49,6 +50,7 @@ TEST_P(OfiMatrix, MatchesReference) {
   opts.env = ofi_env(p.provider);
   opts.env["CONFLUX_CHUNK_SIZE"] = "256";
   opts.env["CONFLUX_OFI_PIECE_SIZE"] = "64";  // 256-byte chunks in 4 pieces: the window wraps
+  opts.env["CONFLUX_OFI_INLINE"] = "100";     // smaller messages (tails, tiny counts) go inline
   if (p.register_memory) opts.env["CONFLUX_OFI_MR"] = "always";
   opts.timeout_s = 120;
   auto results = run_ranks(p.nranks, run_matrix, opts);

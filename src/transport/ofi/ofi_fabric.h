@@ -21,6 +21,9 @@
 
 namespace conflux {
 
+// Payloads up to this size travel inside their header message (OfiLink).
+constexpr size_t kOfiInlineBytes = 32 * 1024;
+
 // One posted send or receive. The provider's context must come first: the CQ
 // hands back its address as op_context. Requests live as long as the fabric
 // (not the link), so a completion that arrives after a link is gone still

@@ -23,8 +23,14 @@ uint64_t ofi_tag(uint64_t comm_id, int sender, uint32_t seq) {
   return (c << 48) | (static_cast<uint64_t>(sender & 0xffff) << 32) | seq;
 }
 
-OfiLink::OfiLink(std::shared_ptr<OfiFabric> fabric, int rank, OfiPeer peer, uint64_t comm_id, size_t piece_bytes)
-    : fabric_(std::move(fabric)), rank_(rank), peer_(peer), comm_id_(comm_id), piece_(piece_bytes) {
+OfiLink::OfiLink(std::shared_ptr<OfiFabric> fabric, int rank, OfiPeer peer, uint64_t comm_id, size_t piece_bytes,
+                 size_t inline_bytes)
+    : fabric_(std::move(fabric)),
+      rank_(rank),
+      peer_(peer),
+      comm_id_(comm_id),
+      piece_(piece_bytes),
+      inline_(std::min(inline_bytes, kInline)) {
   send_reqs_ = fabric_->new_requests(1 + kWindow);
   recv_reqs_ = fabric_->new_requests(1 + kWindow);
 #ifdef SYS_pidfd_open
@@ -48,7 +54,7 @@ Status OfiLink::progress_send(SendOp& op, bool* progressed) {
   OfiReq& header = send_reqs_[0];
   if (op.stage == 0) {
     send_header_ = Header{kHeaderMagic, 0, op.bytes, op.sig};
-    send_pieces_ = pieces(op.bytes);
+    send_pieces_ = inlined(op.bytes) ? 0 : pieces(op.bytes);
     send_posted_ = send_completed_ = 0;
     send_base_ = send_seq_;
     send_seq_ += 1 + static_cast<uint32_t>(send_pieces_);
@@ -56,9 +62,18 @@ Status OfiLink::progress_send(SendOp& op, bool* progressed) {
     op.stage = 1;
     op.done = 0;
     send_active_ = true;
+    if (inlined(op.bytes)) {
+      // The op's buffer stays valid until the send completes, but the
+      // header must precede it in one contiguous message: stage both.
+      send_inline_.resize(sizeof(Header) + op.bytes);
+      std::memcpy(send_inline_.data(), &send_header_, sizeof(Header));
+      if (op.bytes > 0) std::memcpy(send_inline_.data() + sizeof(Header), op.buf, op.bytes);
+    }
   }
   if (op.stage == 1) {
-    CFX_RETURN_IF_ERROR(fabric_->post_send(&send_header_, sizeof send_header_, peer_.addr,
+    const bool in = inlined(op.bytes);
+    CFX_RETURN_IF_ERROR(fabric_->post_send(in ? static_cast<const void*>(send_inline_.data()) : &send_header_,
+                                           in ? send_inline_.size() : sizeof send_header_, peer_.addr,
                                            ofi_tag(comm_id_, rank_, send_base_), &header));
     if (!header.posted) return Status::Ok();  // provider busy; poll and retry
     op.stage = 2;
@@ -84,6 +99,7 @@ Status OfiLink::progress_send(SendOp& op, bool* progressed) {
     ++send_completed_;
   }
   if (header.done && send_completed_ == send_pieces_) {
+    if (send_pieces_ == 0) op.done = op.bytes;
     op.complete = true;
     send_active_ = false;
   }
@@ -95,7 +111,10 @@ Status OfiLink::progress_recv(RecvOp& op, bool* progressed) {
   OfiReq& header = recv_reqs_[0];
   if (op.stage == 0) {
     header.done = false;
-    CFX_RETURN_IF_ERROR(fabric_->post_recv(&recv_header_, sizeof recv_header_,
+    // Room for an inlined payload whatever the sender chose; the
+    // signature check below decides whether it is one we accept.
+    if (recv_inline_.empty()) recv_inline_.resize(sizeof(Header) + inline_);
+    CFX_RETURN_IF_ERROR(fabric_->post_recv(recv_inline_.data(), recv_inline_.size(),
                                            ofi_tag(comm_id_, peer_.rank, recv_seq_), &header));
     if (!header.posted) return Status::Ok();
     op.stage = 1;
@@ -107,10 +126,15 @@ Status OfiLink::progress_recv(RecvOp& op, bool* progressed) {
     if (!header.done) return Status::Ok();
     if (!header.error.empty()) return failed("receive header from", header);
     *progressed = true;
-    if (header.len != sizeof recv_header_ || recv_header_.magic != kHeaderMagic)
+    if (header.len >= sizeof recv_header_) std::memcpy(&recv_header_, recv_inline_.data(), sizeof recv_header_);
+    if (header.len < sizeof recv_header_ || recv_header_.magic != kHeaderMagic)
       return remote_error("libfabric: corrupt message header from rank " + std::to_string(peer_.rank));
     // The signature is checked before any byte lands in user memory.
     CFX_RETURN_IF_ERROR(check_incoming(op.sig, op.bytes, recv_header_.sig, recv_header_.bytes, peer_.rank));
+    if (inlined(op.bytes)) return finish_inline(op, progressed);
+    if (header.len != sizeof recv_header_)
+      return remote_error("libfabric: rank " + std::to_string(peer_.rank) + " sent " + std::to_string(header.len) +
+                          " header bytes for a message of " + std::to_string(op.bytes));
     recv_pieces_ = pieces(op.bytes);
     recv_posted_ = recv_completed_ = 0;
     recv_base_ = recv_seq_;
@@ -151,6 +175,26 @@ Status OfiLink::progress_recv(RecvOp& op, bool* progressed) {
     op.complete = true;
     recv_active_ = false;
   }
+  return Status::Ok();
+}
+
+Status OfiLink::finish_inline(RecvOp& op, bool* progressed) {
+  if (recv_inline_.size() < sizeof(Header) + op.bytes || recv_reqs_[0].len != sizeof(Header) + op.bytes)
+    return remote_error("libfabric: rank " + std::to_string(peer_.rank) + " sent " +
+                        std::to_string(recv_reqs_[0].len) + " bytes for an inlined message of " +
+                        std::to_string(op.bytes));
+  const uint8_t* payload = recv_inline_.data() + sizeof(Header);
+  if (op.bytes > 0) {
+    if (op.reduce != nullptr)
+      op.reduce(op.dst, op.reduce_with, payload, op.bytes / op.elem_size);
+    else
+      std::memcpy(op.dst, payload, op.bytes);
+  }
+  recv_seq_ += 1;
+  op.done = op.bytes;
+  op.complete = true;
+  recv_active_ = false;
+  *progressed = true;
   return Status::Ok();
 }
 

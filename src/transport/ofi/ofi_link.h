@@ -5,6 +5,9 @@
 // so messages of different links and calls can never match each other. The
 // receiver posts receives into user memory only after the header's signature
 // matched; reductions go through a bounce buffer, a few pieces in flight.
+// Messages up to kInline bytes travel inside the header message instead
+// (one provider message, not two: that halves small-message latency), and
+// are copied out once the signature matched.
 #pragma once
 
 #include "transport/ofi/ofi_fabric.h"
@@ -32,8 +35,11 @@ uint64_t ofi_tag(uint64_t comm_id, int sender, uint32_t seq);
 class OfiLink final : public Link {
  public:
   static constexpr int kWindow = 4;  // pieces in flight per direction
+  static constexpr size_t kInline = kOfiInlineBytes;  // payload carried in the header message
 
-  OfiLink(std::shared_ptr<OfiFabric> fabric, int rank, OfiPeer peer, uint64_t comm_id, size_t piece_bytes);
+  // inline_bytes: the largest payload sent inside its header message (at most kInline).
+  OfiLink(std::shared_ptr<OfiFabric> fabric, int rank, OfiPeer peer, uint64_t comm_id, size_t piece_bytes,
+          size_t inline_bytes = kInline);
   ~OfiLink() override;
   OfiLink(const OfiLink&) = delete;
   OfiLink& operator=(const OfiLink&) = delete;
@@ -56,6 +62,8 @@ class OfiLink final : public Link {
     OpSig sig;
   };
   Status failed(const char* what, const OfiReq& req) const;
+  Status finish_inline(RecvOp& op, bool* progressed);
+  bool inlined(size_t bytes) const { return bytes <= inline_; }
   size_t pieces(size_t bytes) const { return (bytes + piece_ - 1) / piece_; }
   size_t piece_len(size_t bytes, size_t i) const { return std::min(piece_, bytes - i * piece_); }
 
@@ -64,6 +72,7 @@ class OfiLink final : public Link {
   OfiPeer peer_;
   uint64_t comm_id_;
   size_t piece_;
+  size_t inline_;
   int pidfd_ = -1;  // same-host peer's process, for check_peer
   // A message to or from the peer is under way on this link (check_peer).
   bool send_active_ = false, recv_active_ = false;
@@ -72,13 +81,16 @@ class OfiLink final : public Link {
 
   // Send direction: the head message's header, piece requests and counters.
   Header send_header_{};
+  std::vector<uint8_t> send_inline_;  // header + payload of an inlined message
   OfiReq* send_reqs_;  // [0] header, [1 + i % kWindow] piece i
   uint32_t send_seq_ = 0;
   uint32_t send_base_ = 0;
   size_t send_pieces_ = 0, send_posted_ = 0, send_completed_ = 0;
 
-  // Receive direction.
+  // Receive direction. The header lands at the front of recv_inline_, with
+  // room behind it for an inlined payload.
   Header recv_header_{};
+  std::vector<uint8_t> recv_inline_;
   OfiReq* recv_reqs_;
   uint32_t recv_seq_ = 0;
   uint32_t recv_base_ = 0;

@@ -21,6 +21,14 @@ size_t piece_bytes(const OfiFabric& fabric) {
   return std::max<size_t>(16, piece / 16 * 16);  // whole elements of every datatype
 }
 
+// Payloads inlined in their header message; CONFLUX_OFI_INLINE lowers the
+// limit (tests use it so small chunks take the multi-piece path too).
+size_t inline_bytes() {
+  size_t bytes = OfiLink::kInline;
+  if (const char* s = std::getenv("CONFLUX_OFI_INLINE")) bytes = std::min(bytes, static_cast<size_t>(std::strtoull(s, nullptr, 0)));
+  return bytes;
+}
+
 }  // namespace
 
 Result<std::shared_ptr<OfiFabric>> ofi_open_endpoint(RankInfo* mine) {
@@ -40,6 +48,7 @@ Status ofi_connect_peers(const std::shared_ptr<OfiFabric>& fabric, const std::ve
   const int n = static_cast<int>(table.size());
   if (n > 0x10000) return invalid_usage("the ofi transport supports up to 65536 ranks (tag layout)");
   const size_t piece = piece_bytes(*fabric);
+  const size_t inline_max = inline_bytes();
   for (int p = 0; p < n; ++p) {
     if (p == rank) continue;
     if (table[p].ofi_name_len == 0)
@@ -50,11 +59,12 @@ Status ofi_connect_peers(const std::shared_ptr<OfiFabric>& fabric, const std::ve
     peer.same_host = table[p].host_hash == table[rank].host_hash;
     peer.pid = table[p].pid;
     peer.pid_start_time = table[p].pid_start_time;
-    (*links)[p] = std::make_unique<OfiLink>(fabric, rank, peer, comm_id, piece);
+    (*links)[p] = std::make_unique<OfiLink>(fabric, rank, peer, comm_id, piece, inline_max);
     (*use_shm)[p] = false;
     (*use_tcp)[p] = false;
   }
-  CFX_INFO(kNet, "ofi links to %d peers over %s, pieces of %zu bytes", n - 1, fabric->provider().c_str(), piece);
+  CFX_INFO(kNet, "ofi links to %d peers over %s, pieces of %zu bytes, inline up to %zu", n - 1,
+           fabric->provider().c_str(), piece, inline_max);
   return Status::Ok();
 }
 
