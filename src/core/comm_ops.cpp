@@ -176,10 +176,23 @@ Status cfxComm::run_locked(std::vector<OpDesc>& ops) {
       broken_ = st;
       cfxResult_t none = cfxSuccess;
       async_error_.compare_exchange_strong(none, st.code());
+      notify_peers(st);
     }
     CFX_WARN(kColl, "%s", st.message().c_str());
   }
   return st;
+}
+
+void cfxComm::notify_peers(const Status& st) {
+  // Peers may be waiting on this rank, or hold a message only this rank
+  // could judge (a mismatch seen by the receiver): tell each why we stop, so
+  // every rank of the call reports the cause instead of a closed connection.
+  std::string why = st.message();
+  const std::string me = "rank " + std::to_string(rank_);
+  for (size_t at = why.find("this rank"); at != std::string::npos; at = why.find("this rank", at + me.size()))
+    why.replace(at, 9, me);
+  for (auto& link : links_)
+    if (link != nullptr) link->send_notice(st.code(), why);
 }
 
 Status cfxComm::run_collective(const OpDesc& op) {

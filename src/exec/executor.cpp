@@ -207,6 +207,8 @@ Status Run::wait_for_work() {
     auto check = [&](int peer) {
       Status st = ctx_.links[peer]->check_peer();
       if (st.ok()) return;
+      // A forwarded notice may already quote this one: say it once.
+      if (!failed.ok() && failed.message().find(st.message()) != std::string::npos) return;
       failed = failed.ok() ? st : Status(failed.code(), failed.message() + "; also " + st.message());
     };
     if (collective_ && now - stalled_since_ >= kCheckAllLinksAfter) {

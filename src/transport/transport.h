@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace conflux {
 
@@ -55,9 +56,25 @@ class Link {
   virtual short poll_events(bool recv_waiting, bool send_waiting) const {
     return static_cast<short>((recv_waiting ? POLLIN : 0) | (send_waiting ? POLLOUT : 0));
   }
-  // Cheap check that the peer is alive (called while waiting).
+  // Cheap check that the peer is alive (called while waiting), and that it
+  // has not sent a failure notice (see send_notice).
   virtual Status check_peer() { return Status::Ok(); }
+  // Tells the peer, best effort and without waiting for it, that this rank's
+  // communicator failed and why. The peer's check_peer() then fails with
+  // that reason, so an error only one side can see (a mismatch found by a
+  // receiver, a timeout, a dead third rank) reaches every rank, not as a
+  // bare "connection closed" or a hang. Terminal: the link is not used again.
+  virtual void send_notice(cfxResult_t code, const std::string& why) {
+    (void)code;
+    (void)why;
+  }
 };
+
+// A failure notice travels as (code, text) of at most this many bytes.
+constexpr size_t kNoticeTextBytes = 480;
+
+// The error this rank reports when `peer` sent a notice.
+Status notice_error(int peer, int32_t code, const std::string& why);
 
 // Compares the signature and length a sender announced with what this rank
 // expects; the error names both calls and the peer.

@@ -3,6 +3,7 @@
 // a dead peer, a garbage connection to the rendezvous port.
 #include "bootstrap/socket.h"
 #include "bootstrap/unique_id.h"
+#include "support/mismatch_bodies.h"
 #include "support/mp_harness.h"
 
 #include <gtest/gtest.h>
@@ -153,21 +154,15 @@ TEST(Api, NonblockingOperationsCompleteInIssueOrder) {
   EXPECT_EQ(summarize(run_ranks(3, body, quick())), "");
 }
 
-TEST(Api, MismatchedCallsAreReportedNotHung) {
-  for (const char* transport : {"auto", "tcp"}) {
-    auto body = [](cfxComm_t comm, int rank, int) -> std::string {
-      std::vector<float> a(100, 1), b(100);
-      cfxResult_t r = rank == 0 ? cfxAllReduce(a.data(), b.data(), 100, cfxFloat32, cfxSum, comm)
-                                : cfxBroadcast(a.data(), b.data(), 100, cfxFloat32, 0, comm);
-      if (r == cfxSuccess) return rank == 0 ? "" : "";  // a side that only sends may finish
-      std::string msg = cfxGetLastError(comm);
-      if (r != cfxInvalidUsage && r != cfxRemoteError) return "unexpected code " + std::string(cfxGetErrorString(r)) + ": " + msg;
-      if (r == cfxInvalidUsage && (msg.find("allreduce") == std::string::npos || msg.find("broadcast") == std::string::npos))
-        return "mismatch message does not name both calls: " + msg;
-      return "";
-    };
-    auto results = run_ranks(2, body, quick({{"CONFLUX_TRANSPORT", transport}}));
-    EXPECT_EQ(summarize(results), "") << transport;
+TEST(Api, MismatchedCallsAreReportedOnEveryRank) {
+  // shm links, TCP links, and the shared-segment collectives.
+  const std::map<std::string, std::string> paths[] = {
+      {{"CONFLUX_SHM_COLL", "0"}}, {{"CONFLUX_TRANSPORT", "tcp"}}, {{"CONFLUX_SHM_COLL", "1"}}};
+  for (const auto& env : paths) {
+    EXPECT_EQ(summarize(run_ranks(3, mismatch_on_every_rank, quick(env))), "") << env.begin()->first << "=" << env.begin()->second;
+    if (env.begin()->second != "1") {
+      EXPECT_EQ(summarize(run_ranks(2, p2p_mismatch_reaches_the_sender, quick(env))), "") << env.begin()->second;
+    }
   }
 }
 

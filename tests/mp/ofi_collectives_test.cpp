@@ -6,6 +6,7 @@
 // a low CONFLUX_OFI_INLINE lets small messages take the inline path as well;
 // the intra-host shm fast path is off so every byte goes through libfabric.
 #include "core/config.h"
+#include "support/mismatch_bodies.h"
 #include "support/mp_harness.h"
 #include "support/reference.h"
 
@@ -107,6 +108,17 @@ TEST(OfiTransport, ManyOperationsInFlight) {
       opts.timeout_s = 60;
       EXPECT_EQ(summarize(run_ranks(3, many_in_flight, opts)), "") << prov << (mr ? " with registration" : "");
     }
+  }
+}
+
+TEST(OfiTransport, MismatchedCallsAreReportedOnEveryRank) {
+  for (const char* prov : {"tcp;ofi_rxm", "shm"}) {
+    RunOptions opts;
+    opts.env = ofi_env(prov);
+    opts.env["CONFLUX_TIMEOUT"] = "20";
+    opts.timeout_s = 60;
+    EXPECT_EQ(summarize(run_ranks(3, mismatch_on_every_rank, opts)), "") << prov;
+    EXPECT_EQ(summarize(run_ranks(2, p2p_mismatch_reaches_the_sender, opts)), "") << prov;
   }
 }
 

@@ -177,6 +177,7 @@ OfiFabric::~OfiFabric() {
   // Endpoint first: nothing completes into our requests after this.
   if (ep_) fi_close(&ep_->fid);
   for (auto& [key, mr] : mr_cache_) fi_close(&mr->fid);
+  for (fid_mr* mr : standing_mrs_) fi_close(&mr->fid);
   if (av_) fi_close(&av_->fid);
   if (cq_) fi_close(&cq_->fid);
   if (domain_) fi_close(&domain_->fid);
@@ -196,9 +197,19 @@ OfiReq* OfiFabric::new_requests(size_t n) {
   return requests_.back().get();
 }
 
-Result<void*> OfiFabric::descriptor(const void* buf, size_t len) {
+uint8_t* OfiFabric::new_buffer(size_t bytes) {
+  buffers_.push_back(std::make_unique<uint8_t[]>(bytes));
+  return buffers_.back().get();
+}
+
+Result<void*> OfiFabric::descriptor(const void* buf, size_t len, bool standing) {
   if (!register_ || len == 0) return static_cast<void*>(nullptr);
   const auto b = reinterpret_cast<uintptr_t>(buf);
+  if (standing) {
+    CFX_ASSIGN_OR_RETURN(fid_mr * mr, register_buffer(buf, len));
+    standing_mrs_.push_back(mr);
+    return fi_mr_desc(mr);
+  }
   // Executors send slices of one user buffer: a registration that contains
   // the slice serves it. Look at the few regions starting at or below b.
   auto it = mr_cache_.upper_bound({b, SIZE_MAX});
@@ -213,6 +224,12 @@ Result<void*> OfiFabric::descriptor(const void* buf, size_t len) {
     for (auto& [k, m] : mr_cache_) fi_close(&m->fid);
     mr_cache_.clear();
   }
+  CFX_ASSIGN_OR_RETURN(fid_mr * mr, register_buffer(buf, len));
+  mr_cache_[{b, len}] = mr;
+  return fi_mr_desc(mr);
+}
+
+Result<fid_mr*> OfiFabric::register_buffer(const void* buf, size_t len) {
   fid_mr* mr = nullptr;
   const uint64_t key = ++mr_keys_;  // unique when the provider does not choose keys
   int ret = fi_mr_reg(domain_, buf, len, FI_SEND | FI_RECV, 0, key, 0, &mr, nullptr);
@@ -225,24 +242,23 @@ Result<void*> OfiFabric::descriptor(const void* buf, size_t len) {
       return ofi_error("fi_mr_bind/enable", ret);
     }
   }
-  mr_cache_[{b, len}] = mr;
-  return fi_mr_desc(mr);
+  return mr;
 }
 
 Status OfiFabric::post_send(const void* buf, size_t len, fi_addr_t dest, uint64_t tag, OfiReq* req) {
-  CFX_ASSIGN_OR_RETURN(void* desc, descriptor(buf, len));
+  CFX_ASSIGN_OR_RETURN(void* desc, descriptor(buf, len, req->standing));
   req->done = false;
   req->error.clear();
   ssize_t ret = fi_tsend(ep_, buf, len, desc, dest, tag, &req->ctx);
   if (ret == -FI_EAGAIN) return Status::Ok();
   if (ret) return ofi_error("fi_tsend", static_cast<int>(ret));
   req->posted = true;
-  ++in_flight_;
+  if (!req->standing) ++in_flight_;
   return Status::Ok();
 }
 
 Status OfiFabric::post_recv(void* buf, size_t len, uint64_t tag, OfiReq* req) {
-  CFX_ASSIGN_OR_RETURN(void* desc, descriptor(buf, len));
+  CFX_ASSIGN_OR_RETURN(void* desc, descriptor(buf, len, req->standing));
   req->done = false;
   req->error.clear();
   // The source rank is in the tag, so no directed receive is needed.
@@ -251,7 +267,7 @@ Status OfiFabric::post_recv(void* buf, size_t len, uint64_t tag, OfiReq* req) {
   if (ret == -FI_EAGAIN || ret == -FI_ENOMEM) return Status::Ok();
   if (ret) return ofi_error("fi_trecv", static_cast<int>(ret));
   req->posted = true;
-  ++in_flight_;
+  if (!req->standing) ++in_flight_;
   return Status::Ok();
 }
 
@@ -270,7 +286,7 @@ Status OfiFabric::poll(bool* progressed) {
       auto* req = static_cast<OfiReq*>(err.op_context);
       if (req == nullptr) return remote_error("libfabric " + provider_ + " completion error: " + msg);
       req->posted = false;
-      --in_flight_;
+      if (!req->standing) --in_flight_;
       req->done = true;
       req->len = err.len;
       req->error = msg;
@@ -281,7 +297,7 @@ Status OfiFabric::poll(bool* progressed) {
     for (ssize_t i = 0; i < n; ++i) {
       auto* req = static_cast<OfiReq*>(entries[i].op_context);
       req->posted = false;
-      --in_flight_;
+      if (!req->standing) --in_flight_;
       req->done = true;
       req->len = entries[i].len;
     }

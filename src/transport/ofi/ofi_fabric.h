@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace conflux {
 
@@ -33,6 +34,7 @@ struct OfiReq {
   bool posted = false;  // handed to the provider, completion pending
   bool done = false;    // completed (check error)
   size_t len = 0;       // bytes the completion reports
+  bool standing = false; // a long-lived post (failure notices): not "in flight" for the MR cache
   std::string error;    // provider's message when the completion failed
 };
 
@@ -63,13 +65,18 @@ class OfiFabric {
   // Readable when a completion may be there; reading happens in poll().
   int wait_fd();
 
-  // Request slots owned by the fabric (see OfiReq).
+  // Request slots and buffers owned by the fabric: memory a posted
+  // operation refers to must outlive the link that posted it (see OfiReq).
   OfiReq* new_requests(size_t n);
+  uint8_t* new_buffer(size_t bytes);
 
  private:
   OfiFabric() = default;
   Status init(fi_info* info);
-  Result<void*> descriptor(const void* buf, size_t len);  // MR desc, nullptr when not needed
+  // MR desc, nullptr when not needed. A standing request's buffer is
+  // registered apart and kept: the cache may be dropped while it is posted.
+  Result<void*> descriptor(const void* buf, size_t len, bool standing);
+  Result<fid_mr*> register_buffer(const void* buf, size_t len);
 
   std::string provider_;
   std::string name_;
@@ -86,9 +93,11 @@ class OfiFabric {
   // Registration cache by (address, length): user buffers of a training loop
   // repeat, so each is registered once.
   std::map<std::pair<uintptr_t, size_t>, fid_mr*> mr_cache_;
+  std::vector<fid_mr*> standing_mrs_;
   uint64_t mr_keys_ = 0;
   size_t in_flight_ = 0;  // posted requests not yet completed
   std::deque<std::unique_ptr<OfiReq[]>> requests_;
+  std::deque<std::unique_ptr<uint8_t[]>> buffers_;
 };
 
 // "fi_xxx failed: <fi_strerror>" as a conflux error.

@@ -33,6 +33,11 @@ OfiLink::OfiLink(std::shared_ptr<OfiFabric> fabric, int rank, OfiPeer peer, uint
       inline_(std::min(inline_bytes, kInline)) {
   send_reqs_ = fabric_->new_requests(1 + kWindow);
   recv_reqs_ = fabric_->new_requests(1 + kWindow);
+  notice_reqs_ = fabric_->new_requests(2);
+  notice_in_ = fabric_->new_buffer(kNoticeBytes);
+  notice_out_ = fabric_->new_buffer(kNoticeBytes);
+  notice_reqs_[0].standing = notice_reqs_[1].standing = true;
+  post_notice_recv();
 #ifdef SYS_pidfd_open
   // A pidfd turns readable when the process exits, even while it is an
   // unreaped zombie (kill(pid, 0) still succeeds then).
@@ -198,7 +203,48 @@ Status OfiLink::finish_inline(RecvOp& op, bool* progressed) {
   return Status::Ok();
 }
 
+void OfiLink::post_notice_recv() {
+  OfiReq& r = notice_reqs_[0];
+  if (r.posted || r.done) return;
+  // Out of resources now: check_peer() tries again.
+  (void)fabric_->post_recv(notice_in_, kNoticeBytes, ofi_tag(comm_id_, kOfiNoticeSender, static_cast<uint32_t>(peer_.rank)), &r);
+}
+
+void OfiLink::send_notice(cfxResult_t code, const std::string& why) {
+  if (notice_sent_) return;
+  notice_sent_ = true;
+  const auto c = static_cast<int32_t>(code);
+  const size_t len = std::min(why.size(), kNoticeTextBytes);
+  std::memcpy(notice_out_, &c, sizeof c);
+  std::memcpy(notice_out_ + sizeof c, why.data(), len);
+  OfiReq& r = notice_reqs_[1];
+  for (int attempt = 0; attempt < 100 && !r.posted; ++attempt) {
+    if (!fabric_->post_send(notice_out_, sizeof c + len, peer_.addr,
+                            ofi_tag(comm_id_, kOfiNoticeSender, static_cast<uint32_t>(rank_)), &r).ok())
+      return;
+    bool progressed = false;
+    if (!fabric_->poll(&progressed).ok()) return;
+  }
+  // Drive it out a little: with manual progress nothing moves unless we poll.
+  for (int i = 0; i < 1000 && r.posted; ++i) {
+    bool progressed = false;
+    if (!fabric_->poll(&progressed).ok()) return;
+  }
+}
+
 Status OfiLink::check_peer() {
+  post_notice_recv();
+  {
+    bool progressed = false;
+    CFX_RETURN_IF_ERROR(fabric_->poll(&progressed));
+    const OfiReq& r = notice_reqs_[0];
+    if (r.done && r.error.empty() && r.len >= sizeof(int32_t)) {
+      int32_t code = 0;
+      std::memcpy(&code, notice_in_, sizeof code);
+      return notice_error(peer_.rank, code,
+                          std::string(reinterpret_cast<const char*>(notice_in_) + sizeof code, r.len - sizeof code));
+    }
+  }
   // Providers report a dead peer only on some operations (tcp: a reset
   // connection; shm: nothing): a peer on this host is checked by its pid.
   if (!peer_.same_host || peer_.pid <= 0) return Status::Ok();

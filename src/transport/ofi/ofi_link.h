@@ -30,7 +30,10 @@ struct OfiPeer {
 };
 
 // Tag layout: [63:48] communicator bits, [47:32] sender rank, [31:0] sequence.
+// Failure notices use sender field kOfiNoticeSender and the sender's rank as
+// sequence, so ranks go up to kOfiNoticeSender - 1.
 uint64_t ofi_tag(uint64_t comm_id, int sender, uint32_t seq);
+constexpr int kOfiNoticeSender = 0xffff;
 
 class OfiLink final : public Link {
  public:
@@ -47,6 +50,7 @@ class OfiLink final : public Link {
   Status progress_send(SendOp& op, bool* progressed) override;
   Status progress_recv(RecvOp& op, bool* progressed) override;
   Status check_peer() override;
+  void send_notice(cfxResult_t code, const std::string& why) override;
   // The shared CQ's wait descriptor, after fi_trywait (-1: poll again first).
   int poll_fd() const override { return fabric_->wait_fd(); }
   // Any completion (send or receive) makes the CQ descriptor readable.
@@ -63,6 +67,8 @@ class OfiLink final : public Link {
   };
   Status failed(const char* what, const OfiReq& req) const;
   Status finish_inline(RecvOp& op, bool* progressed);
+  void post_notice_recv();
+  static constexpr size_t kNoticeBytes = sizeof(int32_t) + kNoticeTextBytes;
   bool inlined(size_t bytes) const { return bytes <= inline_; }
   size_t pieces(size_t bytes) const { return (bytes + piece_ - 1) / piece_; }
   size_t piece_len(size_t bytes, size_t i) const { return std::min(piece_, bytes - i * piece_); }
@@ -74,6 +80,12 @@ class OfiLink final : public Link {
   size_t piece_;
   size_t inline_;
   int pidfd_ = -1;  // same-host peer's process, for check_peer
+  // Failure notices: [0] the receive posted for the peer's, [1] our send;
+  // buffers of kNoticeBytes (code, then text), owned by the fabric.
+  OfiReq* notice_reqs_;
+  uint8_t* notice_in_;
+  uint8_t* notice_out_;
+  bool notice_sent_ = false;
   // A message to or from the peer is under way on this link (check_peer).
   bool send_active_ = false, recv_active_ = false;
   // When check_peer first saw the peer gone while no message was under way.

@@ -46,7 +46,8 @@ Status ofi_connect_peers(const std::shared_ptr<OfiFabric>& fabric, const std::ve
                          uint64_t comm_id, std::vector<std::unique_ptr<Link>>* links, std::vector<bool>* use_shm,
                          std::vector<bool>* use_tcp) {
   const int n = static_cast<int>(table.size());
-  if (n > 0x10000) return invalid_usage("the ofi transport supports up to 65536 ranks (tag layout)");
+  if (n > kOfiNoticeSender)
+    return invalid_usage("the ofi transport supports up to " + std::to_string(kOfiNoticeSender) + " ranks (tag layout)");
   const size_t piece = piece_bytes(*fabric);
   const size_t inline_max = inline_bytes();
   for (int p = 0; p < n; ++p) {

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -72,7 +73,21 @@ Status ShmLink::progress_recv(RecvOp& op, bool* progressed) {
   return Status::Ok();
 }
 
+void ShmLink::send_notice(cfxResult_t code, const std::string& why) {
+  ShmNotice& n = theirs_.notice(my_rank_);
+  if (n.posted.load(std::memory_order_relaxed) != 0) return;  // one notice per link
+  n.code = static_cast<int32_t>(code);
+  const size_t len = std::min(why.size(), sizeof n.text - 1);
+  std::memcpy(n.text, why.data(), len);
+  n.text[len] = '\0';
+  n.posted.store(1, std::memory_order_release);
+  ring_doorbell(theirs_.doorbell());
+}
+
 Status ShmLink::check_peer() {
+  const ShmNotice& n = mine_.notice(peer_);
+  if (n.posted.load(std::memory_order_acquire) != 0)
+    return notice_error(peer_, n.code, std::string(n.text, strnlen(n.text, sizeof n.text)));
   bool dead = false;
   if (pidfd_ >= 0) {
     pollfd p{pidfd_, POLLIN, 0};

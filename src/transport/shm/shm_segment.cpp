@@ -28,7 +28,7 @@ struct SegmentHeader {
 }  // namespace
 
 size_t ShmSegment::Layout::total_bytes() const {
-  return sizeof(SegmentHeader) + static_cast<size_t>(nranks) * ring_bytes();
+  return sizeof(SegmentHeader) + static_cast<size_t>(nranks) * (ring_bytes() + sizeof(ShmNotice));
 }
 
 ShmSegment::ShmSegment(ShmSegment&& o) noexcept { *this = std::move(o); }
@@ -79,7 +79,10 @@ Result<ShmSegment> ShmSegment::create(const std::string& name, const Layout& lay
   h->nslots = layout.nslots;
   h->slot_bytes = layout.slot_bytes;
   new (&h->doorbell) ShmDoorbell();
-  for (int r = 0; r < layout.nranks; ++r) new (&seg.ring(r)) ShmRingControl();
+  for (int r = 0; r < layout.nranks; ++r) {
+    new (&seg.ring(r)) ShmRingControl();
+    new (&seg.notice(r)) ShmNotice();
+  }
   std::atomic_thread_fence(std::memory_order_release);
   h->magic = kSegMagic;
   return seg;
@@ -113,6 +116,14 @@ ShmDoorbell& ShmSegment::doorbell() const { return reinterpret_cast<SegmentHeade
 ShmRingControl& ShmSegment::ring(int sender) const {
   return *reinterpret_cast<ShmRingControl*>(base_ + sizeof(SegmentHeader) +
                                             static_cast<size_t>(sender) * layout_.ring_bytes());
+}
+
+ShmNotice& ShmSegment::notice(int sender) const {
+  // After all rings; ring_bytes() is a multiple of 64 (slot headers are), so
+  // each notice keeps its cache-line alignment.
+  return *reinterpret_cast<ShmNotice*>(base_ + sizeof(SegmentHeader) +
+                                       static_cast<size_t>(layout_.nranks) * layout_.ring_bytes() +
+                                       static_cast<size_t>(sender) * sizeof(ShmNotice));
 }
 
 ShmSlotHeader& ShmSegment::slot_header(int sender, uint64_t index) const {

@@ -1,5 +1,6 @@
-// A rank's shared-memory segment: one receive ring per possible sender and a
-// doorbell (futex word) that peers ring when they give this rank work. Each
+// A rank's shared-memory segment: one receive ring per possible sender, a
+// doorbell (futex word) that peers ring when they give this rank work, and
+// a failure notice per sender. Each
 // ring is a single-producer single-consumer queue of fixed-size slots; the
 // head (consumer) and tail (producer) counters sit on their own cache lines.
 #pragma once
@@ -30,6 +31,15 @@ struct ShmSlotHeader {
 };
 static_assert(sizeof(ShmSlotHeader) == 64);
 
+// A failure notice from one sender (Link::send_notice): written once, then
+// `posted` is released; the owner's check_peer() reads it.
+struct alignas(64) ShmNotice {
+  std::atomic<uint32_t> posted{0};
+  int32_t code = 0;
+  char text[512 - 8];
+};
+static_assert(sizeof(ShmNotice) == 512);
+
 struct ShmRingControl {
   alignas(64) std::atomic<uint64_t> head{0};  // slots consumed (written by the receiver)
   alignas(64) std::atomic<uint64_t> tail{0};  // slots published (written by the sender)
@@ -58,6 +68,7 @@ class ShmSegment {
   const Layout& layout() const { return layout_; }
   ShmDoorbell& doorbell() const;
   ShmRingControl& ring(int sender) const;
+  ShmNotice& notice(int sender) const;
   ShmSlotHeader& slot_header(int sender, uint64_t index) const;
   uint8_t* slot_data(int sender, uint64_t index) const;
 

@@ -1,5 +1,6 @@
 #include "transport/tcp/tcp_link.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -16,6 +17,7 @@ namespace conflux {
 namespace {
 constexpr uint32_t kFrameMagic = 0x43465846;      // "CFXF"
 constexpr uint32_t kHeartbeatMagic = 0x43465842;  // "CFXB"
+constexpr uint32_t kNoticeMagic = 0x4346584e;     // "CFXN"
 constexpr auto kHeartbeatInterval = std::chrono::milliseconds(500);
 
 int64_t heartbeat_timeout_ms() {
@@ -125,6 +127,10 @@ Status TcpLink::drain_heartbeats() {
     }
     if (static_cast<size_t>(n) < sizeof h) return Status::Ok();
     last_heard_ = Clock::now();
+    if (h.magic == kNoticeMagic) {
+      (void)::recv(socket_.fd(), &h, sizeof h, MSG_DONTWAIT);
+      return read_notice(h);
+    }
     if (h.magic != kHeartbeatMagic) return Status::Ok();  // a data frame waits: the peer is ahead of us
     (void)::recv(socket_.fd(), &h, sizeof h, MSG_DONTWAIT);
     last_pending_ = std::max(0, last_pending_ - static_cast<int>(sizeof h));
@@ -140,6 +146,56 @@ Status TcpLink::check_peer() {
   return remote_error("rank " + std::to_string(peer_) + " has sent nothing, not even a heartbeat, for " +
                       std::to_string(silent) + " ms (CONFLUX_HEARTBEAT_TIMEOUT is " + std::to_string(bound) +
                       " ms): stopped (SIGSTOP), hung in the kernel, or cut off by the network?");
+}
+
+void TcpLink::send_notice(cfxResult_t code, const std::string& why) {
+  std::lock_guard lk(send_mu_);
+  // Mid-frame the peer is reading our payload: a notice cannot cut in, and
+  // the peer will see the connection close instead.
+  if (send_in_frame_ || !flush_heartbeat() || heartbeat_done_ < sizeof(Header)) return;
+  send_in_frame_ = true;  // for good: no heartbeat or frame may follow
+  const std::string text = why.substr(0, kNoticeTextBytes);
+  Header h{kNoticeMagic, static_cast<uint32_t>(code), text.size(), OpSig{}};
+  std::string frame(reinterpret_cast<const char*>(&h), sizeof h);
+  frame += text;
+  // A few hundred bytes fit any socket buffer that is not full; if it is
+  // full the peer is not reading and would not see the notice anyway.
+  size_t done = 0;
+  const auto give_up = Clock::now() + std::chrono::milliseconds(100);
+  while (done < frame.size() && Clock::now() < give_up) {
+    ssize_t n = ::send(socket_.fd(), frame.data() + done, frame.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      pollfd p{socket_.fd(), POLLOUT, 0};
+      (void)::poll(&p, 1, 10);
+    } else {
+      return;
+    }
+  }
+}
+
+Status TcpLink::read_notice(const Header& h) {
+  if (h.bytes > kNoticeTextBytes)
+    return remote_error("corrupt frame from rank " + std::to_string(peer_) + " (notice of " +
+                        std::to_string(h.bytes) + " bytes)");
+  // The sender wrote header and text in one go: the text is here or close.
+  std::string text(h.bytes, '\0');
+  size_t done = 0;
+  const auto give_up = Clock::now() + std::chrono::seconds(1);
+  while (done < text.size() && Clock::now() < give_up) {
+    ssize_t n = ::recv(socket_.fd(), text.data() + done, text.size() - done, MSG_DONTWAIT);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      pollfd p{socket_.fd(), POLLIN, 0};
+      (void)::poll(&p, 1, 10);
+    } else {
+      break;
+    }
+  }
+  text.resize(done);
+  return notice_error(peer_, static_cast<int32_t>(h.reserved), text);
 }
 
 Status TcpLink::peer_failed(const char* what, int err) const {
@@ -207,6 +263,7 @@ Status TcpLink::progress_recv(RecvOp& op, bool* progressed) {
         return peer_failed("recv", n < 0 ? errno : 0);
       }
       recv_header_done_ = 0;
+      if (recv_header_.magic == kNoticeMagic) return read_notice(recv_header_);
       if (recv_header_.magic != kHeartbeatMagic) break;
       if (recv_header_.bytes != 0)
         return remote_error("corrupt frame from rank " + std::to_string(peer_) + " (heartbeat with payload)");

@@ -10,6 +10,10 @@
 // has arrived for CONFLUX_HEARTBEAT_TIMEOUT seconds (default 10, 0 = never)
 // while this rank waits. A peer that exits closes the socket and is reported
 // at once. A data frame waiting unread means the peer is ahead, not silent.
+//
+// A failure notice (send_notice) is a frame of its own (magic "CFXN", the
+// code in `reserved`, the reason as payload), seen by check_peer() or by a
+// receive waiting for the next frame.
 #pragma once
 
 #include "bootstrap/socket.h"
@@ -28,6 +32,7 @@ class TcpLink final : public Link {
   Status progress_recv(RecvOp& op, bool* progressed) override;
   int poll_fd() const override { return socket_.fd(); }
   Status check_peer() override;
+  void send_notice(cfxResult_t code, const std::string& why) override;
   ~TcpLink() override;
 
   // Heartbeat thread: queue a heartbeat if the send side is between frames.
@@ -45,6 +50,8 @@ class TcpLink final : public Link {
   Status peer_failed(const char* what, int err) const;
   bool flush_heartbeat();  // false on a hard socket error; needs send_mu_
   Status drain_heartbeats();
+  // The header just read announced a notice: read its text, return the error.
+  Status read_notice(const Header& h);
 
   std::mutex send_mu_;  // progress_send vs the heartbeat thread
   bool send_in_frame_ = false;
