@@ -2,6 +2,7 @@
 
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -91,6 +92,13 @@ bool same_ip(const SockAddr& a, const SockAddr& b) {
 }
 }  // namespace
 
+bool is_loopback(const SockAddr& a) {
+  if (a.family() == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(a.sa())->sin_addr.s_addr) >> 24) == 127;
+  if (a.family() == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a.sa())->sin6_addr);
+  return false;
+}
+
 Result<NetInterface> choose_interface(const std::string& spec, const SockAddr* toward) {
   std::vector<NetInterface> ifs = list_interfaces();
   if (!spec.empty()) {
@@ -111,6 +119,35 @@ Result<NetInterface> choose_interface(const std::string& spec, const SockAddr* t
   for (const auto& i : ifs)
     if (i.name == "lo") return i;
   return invalid_argument("no usable network interface; interfaces: " + describe_interfaces(ifs));
+}
+
+DataInterfaces choose_data_interfaces(const std::string& spec, const NetInterface& route, const std::string& nearest,
+                                      const std::vector<NetInterface>& ifs) {
+  DataInterfaces d;
+  d.preferred = route;
+  if (!spec.empty()) {
+    d.why = "CONFLUX_SOCKET_IFNAME chose " + route.name;
+  } else if (route.name == "lo" || is_loopback(route.addr)) {
+    d.why = "rendezvous over loopback: single-host job";
+  } else if (nearest.empty()) {
+    d.why = "no NIC in the topology; the route to the rendezvous";
+  } else if (nearest == route.name) {
+    d.why = "nearest NIC by topology, also the route to the rendezvous";
+  } else {
+    auto it = std::find_if(ifs.begin(), ifs.end(), [&](const NetInterface& i) {
+      return i.name == nearest && i.addr.family() == route.addr.family();
+    });
+    if (it == ifs.end()) {
+      d.why = "nearest NIC " + nearest + " has no " + (route.addr.family() == AF_INET6 ? "IPv6" : "IPv4") +
+              " address; the route to the rendezvous";
+    } else {
+      d.preferred = *it;
+      d.has_fallback = true;
+      d.fallback = route;
+      d.why = "nearest NIC by topology; " + route.name + " (route to the rendezvous) as fallback";
+    }
+  }
+  return d;
 }
 
 }  // namespace conflux

@@ -24,6 +24,8 @@ struct RankInfo {
   uint32_t ofi_name_len = 0;      // libfabric endpoint address (CONFLUX_TRANSPORT=ofi), else 0
   char ofi_name[92] = {};
   char topo_nic[32] = {};         // nearest NIC by the topology model (path class, then bandwidth)
+  uint32_t fallback_len = 0;      // a second address of the same listener (the route to the
+  sockaddr_storage fallback_addr{};  // rendezvous) when listen_addr is the nearest NIC; else 0
 };
 
 // This host's identity: CONFLUX_HOSTID when set, else hostname + boot id.

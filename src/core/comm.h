@@ -65,6 +65,8 @@ struct cfxComm {
   conflux::Status init(int nranks, int rank, const conflux::UniqueIdData& id);
   conflux::Status connect_tcp_peers(const conflux::Socket& listener, const std::vector<bool>& tcp_peer,
                                     conflux::Deadline deadline);
+  conflux::Result<conflux::Socket> connect_nearest_or_fallback(int peer, conflux::SockAddr* addr,
+                                                              conflux::Deadline deadline);
   conflux::Status open_shm_peers(const std::vector<bool>& shm_peer);
   void build_ring();
   void log_init_summary() const;

@@ -49,18 +49,46 @@ int open_pidfd(int pid) {
 // discovery fused with CONFLUX_TOPO_FILE, cached per process). A topology
 // file the user named but that cannot be used is an error; a discovery that
 // fails on its own only costs the placement hints.
-static Status locate_in_topology(int rank, RankInfo* mine) {
+// Returns the nearest NIC's kernel interface name ("" when unknown).
+static Result<std::string> locate_in_topology(int rank, RankInfo* mine) {
   Result<topo::System> sys = topo::load_system();
   if (!sys.ok()) {
     if (!config().topo_file.empty()) return Status(sys.status()).prepend("topology: ");
     CFX_WARN(kTopo, "topology discovery failed (%s); ranks are placed without NUMA/NIC hints",
              sys.status().message().c_str());
-    return Status::Ok();
+    return std::string();
   }
   topo::Placement place = topo::place_this_process(sys.value(), rank);
   mine->numa_node = place.numa;
   std::snprintf(mine->topo_nic, sizeof mine->topo_nic, "%s", place.nic.name.c_str());
-  return Status::Ok();
+  return place.nic.ifname.empty() ? place.nic.name : place.nic.ifname;
+}
+
+// The data listener: on the nearest NIC's address when it differs from the
+// route to the rendezvous, then bound to the wildcard address so that the
+// fallback address reaches it too.
+static Result<Socket> listen_for_peers(const DataInterfaces& data, RankInfo* mine) {
+  SockAddr bind_to = data.preferred.addr;
+  if (data.has_fallback) {
+    SockAddr any;
+    any.storage.ss_family = static_cast<sa_family_t>(bind_to.family());
+    any.len = bind_to.len;
+    bind_to = any;
+  }
+  CFX_ASSIGN_OR_RETURN(Socket listener, Socket::listen_on(bind_to));
+  CFX_ASSIGN_OR_RETURN(SockAddr bound, listener.local_addr());
+  SockAddr advertised = data.preferred.addr;
+  advertised.set_port(bound.port());
+  std::memcpy(&mine->listen_addr, &advertised.storage, sizeof advertised.storage);
+  mine->listen_len = advertised.len;
+  std::snprintf(mine->nic, sizeof mine->nic, "%s", data.preferred.name.c_str());
+  if (data.has_fallback) {
+    SockAddr fallback = data.fallback.addr;
+    fallback.set_port(bound.port());
+    std::memcpy(&mine->fallback_addr, &fallback.storage, sizeof fallback.storage);
+    mine->fallback_len = fallback.len;
+  }
+  return listener;
 }
 
 Result<std::unique_ptr<cfxComm>> cfxComm::create(int nranks, int rank, const UniqueIdData& id) {
@@ -79,9 +107,7 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
   log::set_thread_rank(rank);
   Deadline deadline = deadline_after_ms(cfg.init_timeout_ms);
 
-  CFX_ASSIGN_OR_RETURN(NetInterface nic, choose_interface(cfg.socket_ifname, &id.root));
-  CFX_ASSIGN_OR_RETURN(Socket listener, Socket::listen_on(nic.addr));
-  CFX_ASSIGN_OR_RETURN(SockAddr listen_addr, listener.local_addr());
+  CFX_ASSIGN_OR_RETURN(NetInterface route, choose_interface(cfg.socket_ifname, &id.root));
 
   RankInfo mine;
   mine.rank = rank;
@@ -90,10 +116,11 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
   std::string hostname;
   mine.host_hash = local_host_hash(&hostname);
   std::snprintf(mine.hostname, sizeof mine.hostname, "%s", hostname.c_str());
-  std::memcpy(&mine.listen_addr, &listen_addr.storage, sizeof listen_addr.storage);
-  mine.listen_len = listen_addr.len;
-  std::snprintf(mine.nic, sizeof mine.nic, "%s", nic.name.c_str());
-  CFX_RETURN_IF_ERROR(locate_in_topology(rank, &mine));
+  CFX_ASSIGN_OR_RETURN(std::string nearest, locate_in_topology(rank, &mine));
+  const DataInterfaces data = choose_data_interfaces(cfg.socket_ifname, route, nearest, list_interfaces());
+  CFX_ASSIGN_OR_RETURN(Socket listener, listen_for_peers(data, &mine));
+  CFX_INFO(kNet, "rank %d: TCP data on %s %s (%s)", rank, data.preferred.name.c_str(),
+           SockAddr(data.preferred.addr).str().c_str(), data.why.c_str());
 
   // Forcing a network transport (tcp, ofi) means every peer uses it, same host or not.
   const bool shm_allowed = cfg.transport != TransportChoice::kTcp && cfg.transport != TransportChoice::kOfi && nranks > 1;
@@ -112,7 +139,7 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
 #ifdef CONFLUX_HAVE_OFI
   std::shared_ptr<OfiFabric> ofi;
   if (cfg.transport == TransportChoice::kOfi) {
-    CFX_ASSIGN_OR_RETURN(ofi, ofi_open_endpoint(&mine));
+    CFX_ASSIGN_OR_RETURN(ofi, ofi_open_endpoint(&mine, nearest));
   }
 #else
   if (cfg.transport == TransportChoice::kOfi)
@@ -177,6 +204,25 @@ Status cfxComm::open_shm_peers(const std::vector<bool>& shm_peer) {
   return Status::Ok();
 }
 
+// Peer p listens on its nearest NIC and on its route to the rendezvous:
+// try the NIC briefly (it may not be reachable from this host: another
+// network, a firewall), then the fallback. *addr ends as the one used.
+Result<Socket> cfxComm::connect_nearest_or_fallback(int p, SockAddr* addr, Deadline deadline) {
+  constexpr int kNearestTryMs = 2000;
+  auto s = Socket::connect_to(*addr, std::min(deadline, deadline_after_ms(kNearestTryMs)));
+  if (s.ok()) {
+    CFX_INFO(kNet, "rank %d -> rank %d: via %s (its nearest NIC %s)", rank_, p, addr->str().c_str(), table_[p].nic);
+    return s;
+  }
+  SockAddr fallback;
+  std::memcpy(&fallback.storage, &table_[p].fallback_addr, sizeof fallback.storage);
+  fallback.len = table_[p].fallback_len;
+  CFX_WARN(kNet, "rank %d's nearest-NIC address %s is unreachable from rank %d (%s); using %s", p,
+           addr->str().c_str(), rank_, s.status().message().c_str(), fallback.str().c_str());
+  *addr = fallback;
+  return Socket::connect_to(fallback, deadline);
+}
+
 Status cfxComm::connect_tcp_peers(const Socket& listener, const std::vector<bool>& tcp_peer, Deadline deadline) {
   const Config& cfg = config();
   // Lower ranks accept, higher ranks connect: connections only go downward,
@@ -192,7 +238,8 @@ Status cfxComm::connect_tcp_peers(const Socket& listener, const std::vector<bool
     std::memcpy(&addr.storage, &table_[p].listen_addr, sizeof addr.storage);
     addr.len = table_[p].listen_len;
     auto where = [&] { return "connecting to rank " + std::to_string(p) + " at " + addr.str() + ": "; };
-    auto s = Socket::connect_to(addr, deadline);
+    Result<Socket> s = table_[p].fallback_len == 0 ? Socket::connect_to(addr, deadline)
+                                                   : connect_nearest_or_fallback(p, &addr, deadline);
     if (!s.ok()) return Status(s.status()).prepend(where());
     CFX_RETURN_IF_ERROR(authenticate_as_client(*s, id_.secret, ConnKind::kPeer, deadline).prepend(where()));
     PeerHello hello{id_.comm_id, rank_, 0};

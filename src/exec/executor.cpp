@@ -226,9 +226,12 @@ Status Run::wait_for_work() {
   }
   int budget = remaining_ms(ctx_.deadline);
   std::vector<pollfd> fds;
+  // Sockets wake us directly; shared-memory peers (if any) are polled at 1 ms.
+  int cap = ctx_.shm_waiter != nullptr ? 1 : 50;
   for (int peer : active_peers_) {
     int fd = ctx_.links[peer]->poll_fd();
     if (fd < 0) continue;
+    cap = std::min(cap, ctx_.links[peer]->max_sleep_ms());
     const PeerQueues& q = queues_[peer];
     // Bytes for a receive not yet posted cannot move us on (and heartbeats
     // would wake us for nothing); check_peer() still sees a closed socket.
@@ -237,8 +240,6 @@ Status Run::wait_for_work() {
     fds.push_back({fd, ctx_.links[peer]->poll_events(recv_waiting, send_waiting), 0});
   }
   if (!fds.empty()) {
-    // Sockets wake us directly; shared-memory peers (if any) are polled at 1 ms.
-    int cap = ctx_.shm_waiter != nullptr ? 1 : 50;
     ::poll(fds.data(), fds.size(), budget < 0 ? cap : std::min(budget, cap));
     return Status::Ok();
   }

@@ -56,6 +56,9 @@ class Link {
   virtual short poll_events(bool recv_waiting, bool send_waiting) const {
     return static_cast<short>((recv_waiting ? POLLIN : 0) | (send_waiting ? POLLOUT : 0));
   }
+  // The longest the executor may sleep on poll_fd() before polling again:
+  // sockets signal every event, a provider's descriptor may miss some.
+  virtual int max_sleep_ms() const { return 50; }
   // Cheap check that the peer is alive (called while waiting), and that it
   // has not sent a failure notice (see send_notice).
   virtual Status check_peer() { return Status::Ok(); }

@@ -7,6 +7,8 @@
 # addresses inside these namespaces.
 #
 # Source it, then:   cfx_hosts_up H [rate]      (rate e.g. 1gbit caps each host link with tbf)
+#                    cfx_add_network H SUBNET IF (a second network: interface IF on every
+#                                                host, SUBNET.<h+1>/24, its own bridge)
 #                    cfx_run_cluster H R cmd...  (runs R ranks per host; RANK etc. set; exit status)
 #                    cfx_hosts_down
 # Requires root (ip netns, veth, tc).
@@ -48,7 +50,26 @@ cfx_hosts_up() {
   done
 }
 
+cfx_add_network() {
+  local hosts=$1 subnet=$2 ifname=$3 h ns
+  local sw=${CFX_NS_PREFIX}sw br=br_$ifname
+  ip -n "$sw" link add "$br" type bridge
+  ip -n "$sw" link set "$br" up
+  for ((h = 0; h < hosts; h++)); do
+    ns=${CFX_NS_PREFIX}h$h
+    ip link add "cfxw${$}h${h}" type veth peer name "cfxq${$}h${h}"
+    ip link set "cfxw${$}h${h}" netns "$ns"
+    ip link set "cfxq${$}h${h}" netns "$sw"
+    ip -n "$ns" link set "cfxw${$}h${h}" name "$ifname"
+    ip -n "$ns" addr add "${subnet}.$((h + 1))/24" dev "$ifname"
+    ip -n "$ns" link set "$ifname" up
+    ip -n "$sw" link set "cfxq${$}h${h}" master "$br"
+    ip -n "$sw" link set "cfxq${$}h${h}" up
+  done
+}
+
 # cfx_run_cluster HOSTS RANKS_PER_HOST cmd args...
+# CFX_IFNAME sets CONFLUX_SOCKET_IFNAME (default "=eth0"; empty: the library's default).
 # Global rank = host * RANKS_PER_HOST + local rank; rendezvous on host 0.
 cfx_run_cluster() {
   local hosts=$1 per=$2
@@ -60,7 +81,8 @@ cfx_run_cluster() {
     for ((l = 0; l < per; l++)); do
       rank=$((h * per + l))
       ip netns exec "$ns" unshare -u env RANK=$rank WORLD_SIZE=$world LOCAL_RANK=$l LOCAL_WORLD_SIZE=$per \
-        CONFLUX_ROOT="${CFX_SUBNET}.1:$port" CONFLUX_JOB_ID="cfx-netns-$port" CONFLUX_SOCKET_IFNAME==eth0 \
+        CONFLUX_ROOT="${CFX_SUBNET}.1:$port" CONFLUX_JOB_ID="cfx-netns-$port" \
+        CONFLUX_SOCKET_IFNAME="${CFX_IFNAME-=eth0}" \
         sh -c 'hostname "emuhost$1"; shift; exec "$@"' _ "$h" "$@" &
       pids+=($!)
     done

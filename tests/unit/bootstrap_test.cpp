@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -123,6 +124,43 @@ TEST(Interfaces, DefaultFollowsTheRendezvousAddress) {
   auto r = choose_interface("", &root.value());
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->name, "lo");
+}
+
+NetInterface iface(const std::string& name, const std::string& ip) {
+  return NetInterface{name, SockAddr::parse(ip + ":0").value()};
+}
+
+TEST(Interfaces, DataGoesOverTheNearestNicWithTheRouteAsFallback) {
+  const std::vector<NetInterface> ifs = {iface("lo", "127.0.0.1"), iface("mgmt0", "10.0.0.5"),
+                                         iface("eth1", "10.1.0.5")};
+  DataInterfaces d = choose_data_interfaces("", ifs[1], "eth1", ifs);
+  EXPECT_EQ(d.preferred.name, "eth1");
+  ASSERT_TRUE(d.has_fallback);
+  EXPECT_EQ(d.fallback.name, "mgmt0");
+  EXPECT_NE(d.why.find("nearest NIC"), std::string::npos) << d.why;
+}
+
+TEST(Interfaces, DataStaysOnTheRouteWhenTheNearestNicCannotServeTcp) {
+  const std::vector<NetInterface> ifs = {iface("lo", "127.0.0.1"), iface("mgmt0", "10.0.0.5"),
+                                         iface("eth1", "10.1.0.5")};
+  struct Case {
+    std::string spec, route, nearest, why_has;
+  } cases[] = {
+      {"=mgmt0", "mgmt0", "eth1", "CONFLUX_SOCKET_IFNAME"},  // the user's choice wins
+      {"", "lo", "eth1", "loopback"},                        // 127.0.0.1 rendezvous: one host
+      {"", "mgmt0", "", "no NIC"},                           // no topology NIC
+      {"", "mgmt0", "mlx5_0", "no IPv4 address"},            // RDMA-only device, no netdev address
+      {"", "mgmt0", "mgmt0", "also the route"},
+  };
+  for (const Case& c : cases) {
+    auto route = std::find_if(ifs.begin(), ifs.end(), [&](const NetInterface& i) { return i.name == c.route; });
+    DataInterfaces d = choose_data_interfaces(c.spec, *route, c.nearest, ifs);
+    EXPECT_EQ(d.preferred.name, c.route) << c.nearest;
+    EXPECT_FALSE(d.has_fallback) << c.nearest;
+    EXPECT_NE(d.why.find(c.why_has), std::string::npos) << d.why;
+  }
+  EXPECT_TRUE(is_loopback(iface("x", "127.0.0.2").addr));
+  EXPECT_FALSE(is_loopback(iface("x", "10.0.0.1").addr));
 }
 
 TEST(UniqueId, RoundTripsAndRejectsCorruption) {

@@ -70,7 +70,30 @@ Status ofi_error(const std::string& what, int ret) {
   return remote_error(what + " failed: " + fi_strerror(-ret) + " (" + std::to_string(ret) + ")");
 }
 
-Result<std::shared_ptr<OfiFabric>> OfiFabric::open(const std::string& provider) {
+namespace {
+// The offer whose domain is the nearest NIC (tcp names domains after
+// interfaces, efa and verbs after devices: "rdmap16s27-rdm", "mlx5_0"), else
+// the provider's first choice. Returns a copy; the list is freed.
+fi_info* pick_domain(fi_info* list, const std::vector<std::string>& nearest) {
+  fi_info* pick = nullptr;
+  for (const std::string& want : nearest) {
+    for (fi_info* i = list; i != nullptr && pick == nullptr && !want.empty(); i = i->next) {
+      const char* d = i->domain_attr != nullptr ? i->domain_attr->name : nullptr;
+      if (d != nullptr && std::strncmp(d, want.c_str(), want.size()) == 0) pick = i;
+    }
+  }
+  const bool nearest_found = pick != nullptr;
+  if (pick == nullptr) pick = list;
+  CFX_INFO(kNet, "libfabric: domain %s (%s)", pick->domain_attr->name ? pick->domain_attr->name : "?",
+           nearest_found ? "the nearest NIC" : "the provider's first offer; none is the nearest NIC");
+  fi_info* chosen = fi_dupinfo(pick);
+  fi_freeinfo(list);
+  return chosen;
+}
+}  // namespace
+
+Result<std::shared_ptr<OfiFabric>> OfiFabric::open(const std::string& provider,
+                                                   const std::vector<std::string>& nearest_nic) {
   fi_info* info = nullptr;
   int ret = -FI_ENODATA;
   // Manual progress first (we drive it anyway); a provider that only
@@ -98,6 +121,8 @@ Result<std::shared_ptr<OfiFabric>> OfiFabric::open(const std::string& provider) 
                          fi_strerror(-ret) + "); " + offered_providers() +
                          ". Set CONFLUX_OFI_PROVIDER to one of them");
   }
+  info = pick_domain(info, nearest_nic);
+  if (info == nullptr) return internal_error("libfabric: fi_dupinfo failed");
   std::shared_ptr<OfiFabric> f(new OfiFabric());
   Status st = f->init(info);  // takes ownership of info
   if (!st.ok()) return st.prepend("libfabric provider \"" + f->provider_ + "\": ");

@@ -41,7 +41,10 @@ struct OfiReq {
 class OfiFabric {
  public:
   // provider: FI_PROVIDER style ("tcp;ofi_rxm", "shm", "efa"), "" = libfabric's first choice.
-  static Result<std::shared_ptr<OfiFabric>> open(const std::string& provider);
+  // nearest_nic: names of this rank's nearest NIC (device, interface); the
+  // domain of that NIC is preferred when the provider offers several.
+  static Result<std::shared_ptr<OfiFabric>> open(const std::string& provider,
+                                                 const std::vector<std::string>& nearest_nic = {});
   ~OfiFabric();
   OfiFabric(const OfiFabric&) = delete;
   OfiFabric& operator=(const OfiFabric&) = delete;

@@ -53,6 +53,9 @@ class OfiLink final : public Link {
   void send_notice(cfxResult_t code, const std::string& why) override;
   // The shared CQ's wait descriptor, after fi_trywait (-1: poll again first).
   int poll_fd() const override { return fabric_->wait_fd(); }
+  // tcp;ofi_rxm's descriptor does not signal every event manual progress
+  // needs (a socket turning writable): sleep on it only briefly.
+  int max_sleep_ms() const override { return 1; }
   // Any completion (send or receive) makes the CQ descriptor readable.
   short poll_events(bool recv_waiting, bool send_waiting) const override {
     return recv_waiting || send_waiting ? POLLIN : 0;

@@ -31,8 +31,9 @@ size_t inline_bytes() {
 
 }  // namespace
 
-Result<std::shared_ptr<OfiFabric>> ofi_open_endpoint(RankInfo* mine) {
-  CFX_ASSIGN_OR_RETURN(std::shared_ptr<OfiFabric> fabric, OfiFabric::open(config().ofi_provider));
+Result<std::shared_ptr<OfiFabric>> ofi_open_endpoint(RankInfo* mine, const std::string& nearest_ifname) {
+  CFX_ASSIGN_OR_RETURN(std::shared_ptr<OfiFabric> fabric,
+                       OfiFabric::open(config().ofi_provider, {mine->topo_nic, nearest_ifname}));
   const std::string& name = fabric->local_name();
   if (name.size() > sizeof mine->ofi_name)
     return internal_error("libfabric " + fabric->provider() + " endpoint name has " + std::to_string(name.size()) +

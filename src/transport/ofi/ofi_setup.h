@@ -8,12 +8,15 @@
 #include "transport/transport.h"
 
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace conflux {
 
-// Opens the provider named by CONFLUX_OFI_PROVIDER and writes our address into mine.
-Result<std::shared_ptr<OfiFabric>> ofi_open_endpoint(RankInfo* mine);
+// Opens the provider named by CONFLUX_OFI_PROVIDER, on the domain of the
+// nearest NIC (mine->topo_nic, or its interface name) when offered, and
+// writes our address into mine.
+Result<std::shared_ptr<OfiFabric>> ofi_open_endpoint(RankInfo* mine, const std::string& nearest_ifname);
 
 // Replaces every peer's link by an OfiLink (and clears use_shm/use_tcp for them).
 Status ofi_connect_peers(const std::shared_ptr<OfiFabric>& fabric, const std::vector<RankInfo>& table, int rank,
