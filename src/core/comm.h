@@ -98,6 +98,7 @@ struct cfxComm {
   std::atomic<int64_t> timeout_ms_{0};
   std::atomic<cfxResult_t> async_error_{cfxSuccess};
   conflux::Status broken_;  // first fatal error; later calls fail with it
+  int spin_iterations_ = 0;  // polls before a waiting rank yields (none when oversubscribed)
   void notify_peers(const conflux::Status& st);  // Link::send_notice on every link
 
   std::mutex exec_mutex_;  // one operation runs at a time

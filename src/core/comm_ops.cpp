@@ -225,7 +225,7 @@ Status cfxComm::run_collective(const OpDesc& op) {
         ctx.deadline = deadline_after_ms(timeout_ms_.load());
         ctx.abort = &abort_;
         ctx.shm_waiter = shm_waiter_.get();
-        ctx.spin_iterations = cfg.spin_iterations;
+        ctx.spin_iterations = spin_iterations_;
         ctx.rank = rank_;
         Status st = ping_pong(ctx, rank_ == 0 ? partner : 0, rank_ == 0, &probe_lat, &probe_gbps);
         if (!st.ok()) return st.prepend("measuring the network for the tuner: ");
@@ -292,7 +292,7 @@ Status cfxComm::run_collective(const OpDesc& op) {
   ctx.deadline = deadline_after_ms(timeout_ms_.load());
   ctx.abort = &abort_;
   ctx.shm_waiter = shm_waiter_.get();
-  ctx.spin_iterations = cfg.spin_iterations;
+  ctx.spin_iterations = spin_iterations_;
   ctx.rank = rank_;
   CFX_TRACE(kColl, "%s: %s, %zu steps", describe(sig).c_str(), sched.algorithm.c_str(), sched.steps.size());
   Status st = execute(sched, ctx);
@@ -360,7 +360,7 @@ Status cfxComm::run_p2p_batch(const std::vector<const OpDesc*>& ops) {
   ctx.deadline = deadline_after_ms(timeout_ms_.load());
   ctx.abort = &abort_;
   ctx.shm_waiter = shm_waiter_.get();
-  ctx.spin_iterations = config().spin_iterations;
+  ctx.spin_iterations = spin_iterations_;
   ctx.rank = rank_;
   Status st = execute(sched, ctx);
   if (!st.ok()) return st.prepend("send/recv group of " + std::to_string(ops.size()) + " operations: ");

@@ -23,6 +23,7 @@ using algo::Step;
 using algo::StepKind;
 
 constexpr auto kCheckAllLinksAfter = std::chrono::seconds(2);
+constexpr auto kSpinBudget = std::chrono::microseconds(50);
 
 struct StepState {
   SendOp send;
@@ -293,6 +294,7 @@ Status Run::go() {
   // Reverse: later copies were pushed last; run them in schedule order.
   std::reverse(ready_copies_.begin(), ready_copies_.end());
   int idle = 0;
+  Clock::time_point idle_since;
   while (done_ < n) {
     bool progressed = false;
     CFX_RETURN_IF_ERROR(pass(&progressed));
@@ -301,10 +303,14 @@ Status Run::go() {
       stalled_since_ = {};
       continue;
     }
-    if (++idle < ctx_.spin_iterations) {
+    // Spin a bounded number of polls and at most kSpinBudget: a pass over
+    // socket links costs system calls, so 2000 of them are milliseconds.
+    if (idle == 0) idle_since = Clock::now();
+    if (++idle < ctx_.spin_iterations && ((idle & 63) != 0 || Clock::now() - idle_since < kSpinBudget)) {
       CFX_CPU_RELAX();
       continue;
     }
+    if (idle < ctx_.spin_iterations) idle = ctx_.spin_iterations;  // budget spent: on to yielding
     if (idle < ctx_.spin_iterations + 64) {
       sched_yield();  // oversubscribed cores: let the peer we wait for run
       continue;
