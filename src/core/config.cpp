@@ -42,6 +42,7 @@ Config parse() {
   Config c;
   c.timeout_ms = env_int("CONFLUX_TIMEOUT", 0, 0) * 1000;
   c.init_timeout_ms = env_int("CONFLUX_INIT_TIMEOUT", c.init_timeout_ms / 1000, 1) * 1000;
+  c.heartbeat_timeout_ms = env_int("CONFLUX_HEARTBEAT_TIMEOUT", c.heartbeat_timeout_ms / 1000, 0) * 1000;
   c.chunk_bytes = static_cast<size_t>(env_int("CONFLUX_CHUNK_SIZE", c.chunk_bytes, 8));
   std::string t = env_string("CONFLUX_TRANSPORT", "auto");
   if (t == "tcp") c.transport = TransportChoice::kTcp;

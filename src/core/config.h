@@ -13,6 +13,7 @@ enum class TransportChoice { kAuto, kTcp, kShm, kOfi };
 struct Config {
   int64_t timeout_ms = 0;         // CONFLUX_TIMEOUT (s): per-operation deadline; 0 = none
   int64_t init_timeout_ms = 120000;  // CONFLUX_INIT_TIMEOUT (s): rendezvous and connection setup
+  int64_t heartbeat_timeout_ms = 10000;  // CONFLUX_HEARTBEAT_TIMEOUT (s): silent TCP peer is dead; 0 = never
   size_t chunk_bytes = 512 * 1024;   // CONFLUX_CHUNK_SIZE: pipelining unit of ring/chain steps
   TransportChoice transport = TransportChoice::kAuto;  // CONFLUX_TRANSPORT=auto|tcp|shm|ofi
   std::string socket_ifname;      // CONFLUX_SOCKET_IFNAME (NCCL grammar: prefix, ^exclude, =exact)

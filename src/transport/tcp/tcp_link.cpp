@@ -1,5 +1,7 @@
 #include "transport/tcp/tcp_link.h"
 
+#include "core/config.h"
+
 #include <poll.h>
 #include <pthread.h>
 #include <sys/ioctl.h>
@@ -19,15 +21,6 @@ constexpr uint32_t kFrameMagic = 0x43465846;      // "CFXF"
 constexpr uint32_t kHeartbeatMagic = 0x43465842;  // "CFXB"
 constexpr uint32_t kNoticeMagic = 0x4346584e;     // "CFXN"
 constexpr auto kHeartbeatInterval = std::chrono::milliseconds(500);
-
-int64_t heartbeat_timeout_ms() {
-  static const int64_t ms = [] {
-    const char* v = std::getenv("CONFLUX_HEARTBEAT_TIMEOUT");
-    if (v == nullptr || *v == '\0') return int64_t{10000};
-    return static_cast<int64_t>(std::max(0.0, std::atof(v)) * 1000);
-  }();
-  return ms;
-}
 
 // One thread per process beats for every TcpLink. Leaked on purpose: it may
 // run while statics are destroyed at exit.
@@ -139,7 +132,7 @@ Status TcpLink::drain_heartbeats() {
 
 Status TcpLink::check_peer() {
   CFX_RETURN_IF_ERROR(drain_heartbeats());
-  const int64_t bound = heartbeat_timeout_ms();
+  const int64_t bound = config().heartbeat_timeout_ms;
   if (bound <= 0) return Status::Ok();
   auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - last_heard_).count();
   if (silent <= bound) return Status::Ok();
