@@ -68,6 +68,7 @@ Schedule tree_reduce(const CollArgs& a);
 // extra ranks into partners first (+2 steps, +bytes for those pairs).
 // AllReduce: 2 log2(p) steps, 2 (p-1)/p x bytes per rank (p = power of two <= n).
 Schedule rhd_allreduce(const CollArgs& a);
+Schedule rd_allreduce(const CollArgs& a);  // recursive doubling: whole vector, log2 rounds
 // ReduceScatter: log2(p) (+2) steps, (n-1)/n x total bytes per rank.
 Schedule rhd_reducescatter(const CollArgs& a);
 // AllGather by recursive doubling: log2(p) (+2) steps, (n-1) x block bytes.

@@ -98,6 +98,64 @@ Schedule rhd_allreduce(const CollArgs& a) {
   return s;
 }
 
+// Recursive doubling: log2(p) rounds in which partners swap their whole
+// partial and both reduce it, plus the same fold as above for the ranks
+// beyond p. One message per round and no splitting: the fewest hops of any
+// AllReduce (1 at 2 ranks, 2 at 4), for latency-bound sizes only, since every
+// round moves the full vector. A round never reduces into the buffer its own
+// send is still reading (recvbuf and scratch take turns), and partners
+// combine in the same order (the ops commute), so every rank ends with
+// bit-identical results.
+Schedule rd_allreduce(const CollArgs& a) {
+  Schedule s;
+  s.algorithm = "rd";
+  const int n = a.nranks;
+  const size_t bytes = a.count * a.elem;
+  if (n == 1 || bytes == 0) {
+    if (!a.in_place && bytes > 0) s.copy({kSendBuf, 0, bytes}, {kRecvBuf, 0, bytes});
+    return s;
+  }
+  const Fold f(n, a.rank);
+  const Slice all_in{kSendBuf, 0, bytes}, all_out{kRecvBuf, 0, bytes};
+  if (f.vrank < 0) {  // folded away: hand over the input, wait for the result
+    int sent = s.send(a.rank + 1, all_in);
+    s.recv(a.rank + 1, all_out, {sent});
+    return s;
+  }
+  uint16_t loc = kSendBuf;  // where our partial lives
+  auto next_target = [&] {
+    const bool loc_is_out = loc == kRecvBuf || (loc == kSendBuf && a.in_place);
+    if (loc_is_out) s.scratch_bytes = bytes;
+    return loc_is_out ? uint16_t{kScratch} : uint16_t{kRecvBuf};
+  };
+  std::vector<int> prev;
+  if (a.rank < 2 * f.rem) {  // fold the partner's input into ours first
+    const uint16_t dst = next_target();
+    prev = {s.recv_reduce(a.rank - 1, {dst, 0, bytes}, all_in)};
+    loc = dst;
+  }
+  for (int mask = 1; mask < f.p; mask *= 2) {
+    const int peer = f.real(f.vrank ^ mask);
+    const uint16_t dst = next_target();
+    std::vector<int> now;
+    now.push_back(add_after(s, send_step(peer, {loc, 0, bytes}), prev));
+    Step r = make_step(StepKind::kRecvReduce, peer);
+    r.dst = {dst, 0, bytes};
+    r.with = {loc, 0, bytes};
+    now.push_back(add_after(s, r, prev));
+    prev = now;
+    loc = dst;
+  }
+  if (loc != kRecvBuf) {
+    Step c = make_step(StepKind::kCopy, -1);
+    c.src = {loc, 0, bytes};
+    c.dst = all_out;
+    prev = {add_after(s, c, prev)};
+  }
+  if (a.rank < 2 * f.rem) add_after(s, send_step(a.rank - 1, all_out), prev);
+  return s;
+}
+
 Schedule rhd_reducescatter(const CollArgs& a) {
   Schedule s;
   s.algorithm = "rhd";

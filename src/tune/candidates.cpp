@@ -22,6 +22,7 @@ std::vector<Candidate>& registry() {
       {"ring", Coll::kAllReduce, algo::ring_allreduce, true, serves_any},
       {"tree", Coll::kAllReduce, algo::tree_allreduce, false, serves_any},
       {"rhd", Coll::kAllReduce, algo::rhd_allreduce, false, serves_any},
+      {"rd", Coll::kAllReduce, algo::rd_allreduce, false, serves_any},
       {"hier", Coll::kAllReduce, algo::hier_allreduce, true, hier_needs_regular_hosts},
       {"ring", Coll::kAllGather, algo::ring_allgather, true, serves_any},
       {"rhd", Coll::kAllGather, algo::rhd_allgather, false, serves_any},

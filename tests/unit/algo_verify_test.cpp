@@ -20,6 +20,7 @@ const Algo kAlgos[] = {
     {"ring", Coll::kAllReduce, ring_allreduce},
     {"tree", Coll::kAllReduce, tree_allreduce},
     {"rhd", Coll::kAllReduce, rhd_allreduce},
+    {"rd", Coll::kAllReduce, rd_allreduce},
     {"ring", Coll::kAllGather, ring_allgather},
     {"rhd", Coll::kAllGather, rhd_allgather},
     {"bruck", Coll::kAllGather, bruck_allgather},
