@@ -30,6 +30,42 @@ struct PerfOptions {
   std::string op = "sum";
   int root = 0;
   bool oop_only = false;
+  bool memalloc = false;
+};
+
+// A benchmark buffer, zero-filled: from the heap, or from cfxMemAlloc
+// (--memalloc) so the intra-host path maps it instead of process_vm_readv.
+class PerfBuffer {
+ public:
+  PerfBuffer() = default;
+  PerfBuffer(const PerfBuffer&) = delete;
+  PerfBuffer& operator=(const PerfBuffer&) = delete;
+  ~PerfBuffer() { release(); }
+  cfxResult_t allocate(size_t bytes, bool shared) {
+    release();
+    shared_ = shared;
+    if (shared) {
+      void* p = nullptr;
+      cfxResult_t r = cfxMemAlloc(&p, bytes);
+      if (r != cfxSuccess) return r;
+      data_ = static_cast<char*>(p);
+    } else {
+      data_ = new char[bytes];
+    }
+    std::memset(data_, 0, bytes);
+    return cfxSuccess;
+  }
+  char* data() { return data_; }
+  const char* data() const { return data_; }
+
+ private:
+  void release() {
+    if (data_ != nullptr && shared_) cfxMemFree(data_);
+    else delete[] data_;
+    data_ = nullptr;
+  }
+  char* data_ = nullptr;
+  bool shared_ = false;
 };
 
 bool parse_size(const std::string& s, size_t* out) {
@@ -85,7 +121,7 @@ struct Bench {
   cfxRedOp_t op;
   int root;
   size_t elem;
-  std::vector<char> send, recv;
+  PerfBuffer send, recv;
 
   cfxResult_t once(size_t count, bool in_place) {
     size_t sc = 0, rc = 0;
@@ -174,8 +210,14 @@ int run_perf(const PerfOptions& o) {
   size_t max_count = std::max<size_t>(max_bytes / b.elem, 1);
   size_t sc = 0, rc = 0;
   conflux::tools::perf_buffer_counts(coll, max_count, nranks, &sc, &rc);
-  b.send.assign(std::max(sc, rc) * b.elem + 64, 0);
-  b.recv.assign(std::max(sc, rc) * b.elem + 64, 0);
+  for (PerfBuffer* buf : {&b.send, &b.recv}) {
+    if (cfxResult_t r = buf->allocate(std::max(sc, rc) * b.elem + 64, o.memalloc); r != cfxSuccess) {
+      std::fprintf(stderr, "conflux perf: rank %d: buffers of %zu bytes: %s\n", rank, std::max(sc, rc) * b.elem + 64,
+                   cfxGetLastError(nullptr));
+      cfxCommDestroy(comm);
+      return 2;
+    }
+  }
 
   const bool rooted = coll == PerfColl::kBroadcast || coll == PerfColl::kReduce || coll == PerfColl::kGather ||
                       coll == PerfColl::kScatter;
@@ -282,6 +324,7 @@ const conflux::tools::RegisterCommand kPerf{
       app.add_option("-o,--op", o->op, "sum|prod|max|min|avg");
       app.add_option("-r,--root", o->root, "root rank of rooted collectives");
       app.add_flag("--oop-only", o->oop_only, "skip the in-place pass");
+      app.add_flag("--memalloc", o->memalloc, "buffers from cfxMemAlloc (shared memory) instead of the heap");
       return [o] { return run_perf(*o); };
     }};
 

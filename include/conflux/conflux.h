@@ -97,6 +97,13 @@ cfxResult_t cfxCommGetAsyncError(cfxComm_t comm, cfxResult_t* asyncError);
  * The default comes from CONFLUX_TIMEOUT (seconds). */
 cfxResult_t cfxCommSetTimeout(cfxComm_t comm, int64_t timeout_ms);
 
+/* Memory that ranks on one host share without a copy (as ncclMemAlloc):
+ * collectives whose buffers lie in it read the peers' data with plain loads
+ * instead of process_vm_readv, and reduce straight from it. Page-granular;
+ * ordinary buffers keep working everywhere. cfxMemFree(NULL) is a no-op. */
+cfxResult_t cfxMemAlloc(void** ptr, size_t size);
+cfxResult_t cfxMemFree(void* ptr);
+
 const char* cfxGetErrorString(cfxResult_t result);
 /* Human-readable detail of the last failure on this communicator (or of the
  * calling thread's last failure when comm is NULL). Never NULL. */

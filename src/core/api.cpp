@@ -7,6 +7,7 @@
 #include "core/comm.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/shared_mem.h"
 
 #include <algorithm>
 #include <chrono>
@@ -214,6 +215,20 @@ cfxResult_t cfxGetVersion(int* version) {
 }
 
 size_t cfxTypeSize(cfxDataType_t datatype) { return datatype_size(datatype); }
+
+cfxResult_t cfxMemAlloc(void** ptr, size_t size) {
+  if (ptr == nullptr) return fail(nullptr, invalid_argument("cfxMemAlloc: ptr is NULL"));
+  *ptr = nullptr;
+  Result<void*> p = shared_mem_alloc(size);
+  if (!p.ok()) return fail(nullptr, p.status());
+  *ptr = p.value();
+  return cfxSuccess;
+}
+
+cfxResult_t cfxMemFree(void* ptr) {
+  Status st = shared_mem_free(ptr);
+  return st.ok() ? cfxSuccess : fail(nullptr, st);
+}
 
 const char* cfxGetErrorString(cfxResult_t result) {
   switch (result) {

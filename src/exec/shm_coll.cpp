@@ -77,6 +77,8 @@ ShmCollImpl::ShmCollImpl(int rank, int nranks, uint8_t* base, size_t bytes, size
 }
 
 ShmCollImpl::~ShmCollImpl() {
+  for (const Mapping& m : mappings_)
+    if (m.at != nullptr) munmap(m.at, m.size);
   for (int fd : pidfds_)
     if (fd >= 0) ::close(fd);
   if (base_) munmap(base_, bytes_);
@@ -130,6 +132,10 @@ Status ShmCollImpl::run(const OpDesc& op, const OpSig& sig, Deadline deadline, c
   mine.sig = sig;
   mine.sendbuf = reinterpret_cast<uint64_t>(op.sendbuf);
   mine.recvbuf = reinterpret_cast<uint64_t>(op.recvbuf);
+  mine.send_region = eager ? SharedRegionRef{} : shared_region_of(op.sendbuf);
+  mine.recv_region = eager ? SharedRegionRef{} : shared_region_of(op.recvbuf);
+  parity_ = parity;
+  forget_mappings_if_many();
   bool writes_slot = op.coll != Coll::kBarrier &&
                      ((op.coll != Coll::kBroadcast && op.coll != Coll::kScatter) || op.root == rank_);
   if (eager && writes_slot && need > 0) std::memcpy(slot(rank_, parity), op.sendbuf, need);

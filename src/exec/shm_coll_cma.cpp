@@ -1,6 +1,7 @@
 // Large operations: no staging copy. Every rank has published its buffer
 // addresses; peers read them directly with process_vm_readv (one kernel copy
-// per byte). Reductions are split: each rank reduces one slice, reading the
+// per byte), or with plain loads from a mapping when the buffer is
+// cfxMemAlloc memory (then reductions read the peers' inputs in place). Reductions are split: each rank reduces one slice, reading the
 // peers' inputs chunk by chunk into a cache-sized scratch area, and (for
 // AllReduce) then reads the other ranks' reduced slices. A rank returns only
 // once every peer that reads its buffers has said it is done with them.
@@ -48,8 +49,13 @@ struct CollRun {
       int k = 1;
       for (int p = 0; p < n; ++p) {
         if (p == s.rank_) continue;
+        const uint64_t remote = remote_base(p) + offset + done;
+        if (const uint8_t* mapped = s.view(p, remote, len)) {  // cfxMemAlloc: reduce from it directly
+          srcs[k++] = mapped;
+          continue;
+        }
         uint8_t* buf = scratch + chunk * static_cast<size_t>(k);
-        CFX_RETURN_IF_ERROR(s.cma_read(p, remote_base(p) + offset + done, buf, len));
+        CFX_RETURN_IF_ERROR(s.cma_read(p, remote, buf, len));
         srcs[k++] = buf;
       }
       uint8_t* out = dst ? dst + done : scratch;  // scratch's first chunk is free: own input needs none

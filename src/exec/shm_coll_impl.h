@@ -7,6 +7,7 @@
 // process_vm_readv (Cross Memory Attach), so each byte is copied once.
 #pragma once
 
+#include "core/shared_mem.h"
 #include "exec/shm_coll.h"
 
 #include <atomic>
@@ -27,6 +28,9 @@ struct alignas(64) CollControl {
   uint64_t sendbuf = 0;  // addresses in the publishing process, for CMA reads
   uint64_t recvbuf = 0;
   uint64_t probe = 0;    // set-up only: address of a word peers read to test CMA
+  // When a buffer lies in cfxMemAlloc memory: the region, so peers map it
+  // and read it with loads instead of process_vm_readv.
+  SharedRegionRef send_region, recv_region;
 };
 
 struct CollSegmentHeader {
@@ -59,7 +63,10 @@ class ShmCollImpl final : public ShmCollectives {
 
   // Set-up helpers used by create().
   CollControl& control(int rank, int parity) const;
-  Status cma_read(int peer, uint64_t remote, void* local, size_t bytes) const;
+  // Copy from / to a peer's memory: with loads and stores when the address
+  // lies in a cfxMemAlloc region the peer published for this operation,
+  // else with process_vm_readv / process_vm_writev.
+  Status cma_read(int peer, uint64_t remote, void* local, size_t bytes);
   uint64_t probe_word = 0;  // read by a peer at set-up
 
  private:
@@ -77,7 +84,12 @@ class ShmCollImpl final : public ShmCollectives {
   // round and the signature check have happened.
   Status run_eager(const OpDesc& op, int parity);
   Status run_cma(const OpDesc& op, int parity);
-  Status cma_write(int peer, uint64_t remote, const void* local, size_t bytes) const;
+  Status cma_write(int peer, uint64_t remote, const void* local, size_t bytes);
+  // The peer's bytes [remote, remote + bytes) mapped into this process, or
+  // nullptr when they are not in a region it published for this operation.
+  uint8_t* view(int peer, uint64_t remote, size_t bytes);
+  uint8_t* map_region(int peer, const SharedRegionRef& ref);  // nullptr: cannot (warned once)
+  void forget_mappings_if_many();  // between calls only
   uint8_t* tmp(size_t bytes);
 
   int rank_, nranks_;
@@ -92,6 +104,14 @@ class ShmCollImpl final : public ShmCollectives {
   int spin_ = 0;
   int yields_ = 0;
   std::vector<uint8_t> tmp_;
+  int parity_ = 0;  // of the operation running (its control blocks)
+  struct Mapping {
+    int peer;
+    uint64_t id;
+    uint8_t* at;  // nullptr: mapping failed, read it with process_vm_readv
+    size_t size;
+  };
+  std::vector<Mapping> mappings_;  // peers' regions mapped here, kept across calls
 };
 
 // Bytes each rank (or the root) puts in its eager slot for op: a function

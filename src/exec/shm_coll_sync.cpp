@@ -7,10 +7,12 @@
 #include "exec/shm_coll_impl.h"
 
 #include <emmintrin.h>
+#include <fcntl.h>
 #include <linux/futex.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -103,7 +105,58 @@ Status ShmCollImpl::wait_for(uint64_t target, int only, const char* what) {
   }
 }
 
-Status ShmCollImpl::cma_read(int peer, uint64_t remote, void* local, size_t bytes) const {
+uint8_t* ShmCollImpl::map_region(int peer, const SharedRegionRef& ref) {
+  for (const Mapping& m : mappings_)
+    if (m.peer == peer && m.id == ref.id) return m.at;
+  int fd = -1;
+#ifdef SYS_pidfd_getfd
+  if (pidfds_[peer] >= 0) fd = static_cast<int>(syscall(SYS_pidfd_getfd, pidfds_[peer], ref.fd, 0));
+#endif
+  if (fd < 0) {
+    const std::string path = "/proc/" + std::to_string(pids_[peer]) + "/fd/" + std::to_string(ref.fd);
+    fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  }
+  void* p = MAP_FAILED;
+  int err = errno;
+  if (fd >= 0) {
+    p = mmap(nullptr, ref.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    err = errno;
+    ::close(fd);
+  }
+  // A failure is remembered (nullptr) and costs only speed: the region is
+  // then read with process_vm_readv like any buffer.
+  uint8_t* at = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+  if (at == nullptr)
+    CFX_WARN(kShm, "cannot map rank %d's cfxMemAlloc buffer (%s); reading it with process_vm_readv", peer,
+             std::strerror(err));
+  mappings_.push_back(Mapping{peer, ref.id, at, ref.size});
+  return at;
+}
+
+void ShmCollImpl::forget_mappings_if_many() {
+  // Peers free and allocate regions over time: keep the table small. Only
+  // between calls: views handed out during one are in use until it ends.
+  if (mappings_.size() < 64) return;
+  for (const Mapping& m : mappings_)
+    if (m.at != nullptr) munmap(m.at, m.size);
+  mappings_.clear();
+}
+
+uint8_t* ShmCollImpl::view(int peer, uint64_t remote, size_t bytes) {
+  const CollControl& c = control(peer, parity_);
+  for (const SharedRegionRef* ref : {&c.send_region, &c.recv_region}) {
+    if (ref->id == 0 || remote < ref->base || remote + bytes > ref->base + ref->size) continue;
+    uint8_t* at = map_region(peer, *ref);
+    return at == nullptr ? nullptr : at + (remote - ref->base);
+  }
+  return nullptr;
+}
+
+Status ShmCollImpl::cma_read(int peer, uint64_t remote, void* local, size_t bytes) {
+  if (const uint8_t* v = bytes > 0 ? view(peer, remote, bytes) : nullptr) {
+    std::memcpy(local, v, bytes);
+    return Status::Ok();
+  }
   auto* dst = static_cast<uint8_t*>(local);
   while (bytes > 0) {
     iovec l{dst, bytes}, r{reinterpret_cast<void*>(remote), bytes};
@@ -121,7 +174,11 @@ Status ShmCollImpl::cma_read(int peer, uint64_t remote, void* local, size_t byte
   return Status::Ok();
 }
 
-Status ShmCollImpl::cma_write(int peer, uint64_t remote, const void* local, size_t bytes) const {
+Status ShmCollImpl::cma_write(int peer, uint64_t remote, const void* local, size_t bytes) {
+  if (uint8_t* v = bytes > 0 ? view(peer, remote, bytes) : nullptr) {
+    std::memcpy(v, local, bytes);
+    return Status::Ok();
+  }
   auto* src = static_cast<const uint8_t*>(local);
   while (bytes > 0) {
     iovec l{const_cast<uint8_t*>(src), bytes}, r{reinterpret_cast<void*>(remote), bytes};

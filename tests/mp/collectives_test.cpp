@@ -1,6 +1,7 @@
 // The correctness matrix: every collective x datatype x op x count x
 // in-place/out-of-place, against the reference, for 1..8 ranks on shared
-// memory and on TCP. Tiny chunks and slots force the multi-chunk paths.
+// memory (ordinary and cfxMemAlloc buffers) and on TCP. Tiny chunks and
+// slots force the multi-chunk paths.
 #include "core/config.h"
 #include "support/mp_harness.h"
 #include "support/reference.h"
@@ -15,6 +16,7 @@ namespace {
 struct MatrixParam {
   const char* transport;
   int nranks;
+  bool shared_buffers = false;  // buffers from cfxMemAlloc
 };
 
 constexpr cfxRedOp_t kOps[] = {cfxSum, cfxProd, cfxMax, cfxMin, cfxAvg};
@@ -49,17 +51,28 @@ TEST_P(CollectiveMatrix, MatchesReference) {
   opts.env = {{"CONFLUX_TRANSPORT", p.transport}, {"CONFLUX_CHUNK_SIZE", "256"}, {"CONFLUX_SHM_SLOT_SIZE", "128"},
               {"CONFLUX_SHM_SLOTS", "4"}, {"CONFLUX_TIMEOUT", "60"}};
   opts.timeout_s = 240;
-  auto results = run_ranks(p.nranks, run_matrix, opts);
+  auto body = [shared = p.shared_buffers](cfxComm_t comm, int rank, int n) {
+    use_shared_buffers(shared);
+    return run_matrix(comm, rank, n);
+  };
+  auto results = run_ranks(p.nranks, body, opts);
   EXPECT_EQ(summarize(results), "");
 }
 
 std::string name_of(const ::testing::TestParamInfo<MatrixParam>& info) {
-  return std::string(info.param.transport) + "_" + std::to_string(info.param.nranks) + "ranks";
+  return std::string(info.param.transport) + "_" + std::to_string(info.param.nranks) + "ranks" +
+         (info.param.shared_buffers ? "_memalloc" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shm, CollectiveMatrix,
                          ::testing::Values(MatrixParam{"auto", 1}, MatrixParam{"auto", 2}, MatrixParam{"auto", 3},
                                            MatrixParam{"auto", 4}, MatrixParam{"auto", 5}, MatrixParam{"auto", 8}),
+                         name_of);
+// cfxMemAlloc buffers: the shared-segment path maps peers' buffers (the
+// small counts above the eager limit and the MiB cases take it).
+INSTANTIATE_TEST_SUITE_P(ShmMemAlloc, CollectiveMatrix,
+                         ::testing::Values(MatrixParam{"auto", 2, true}, MatrixParam{"auto", 3, true},
+                                           MatrixParam{"auto", 4, true}),
                          name_of);
 INSTANTIATE_TEST_SUITE_P(Tcp, CollectiveMatrix,
                          ::testing::Values(MatrixParam{"tcp", 2}, MatrixParam{"tcp", 3}, MatrixParam{"tcp", 4},

@@ -2,7 +2,10 @@
 
 #include "core/half.h"
 
+#include <algorithm>
 #include <cmath>
+#include <new>
+#include <type_traits>
 #include <cstring>
 
 namespace conflux::test {
@@ -13,6 +16,34 @@ std::string CollCase::str() const {
 }
 
 namespace {
+
+bool g_shared_buffers = false;
+
+// Test buffers from cfxMemAlloc when use_shared_buffers(true) was in force
+// at the vector's construction, else the heap.
+template <typename T>
+struct TestAlloc {
+  using value_type = T;
+  using propagate_on_container_swap = std::true_type;
+  bool shared = g_shared_buffers;
+  TestAlloc() = default;
+  template <typename U>
+  TestAlloc(const TestAlloc<U>& o) : shared(o.shared) {}
+  T* allocate(size_t n) {
+    if (!shared) return static_cast<T*>(::operator new(n * sizeof(T)));
+    void* p = nullptr;
+    if (cfxMemAlloc(&p, std::max<size_t>(1, n * sizeof(T))) != cfxSuccess) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) {
+    if (shared)
+      (void)cfxMemFree(p);
+    else
+      ::operator delete(p);
+  }
+  bool operator==(const TestAlloc& o) const { return shared == o.shared; }
+};
+using Bytes = std::vector<uint8_t, TestAlloc<uint8_t>>;
 
 bool same(double got, double want, cfxDataType_t t) {
   if (std::isnan(want)) return std::isnan(got);
@@ -40,6 +71,8 @@ struct Checker {
 
 }  // namespace
 
+void use_shared_buffers(bool on) { g_shared_buffers = on; }
+
 std::string run_and_check(cfxComm_t comm, int rank, int n, const CollCase& c) {
   const size_t elem = cfxTypeSize(c.dtype);
   const size_t count = c.count;
@@ -55,7 +88,7 @@ std::string run_and_check(cfxComm_t comm, int rank, int n, const CollCase& c) {
   }
   // Guard bytes after each buffer catch writes past the end.
   constexpr size_t kGuard = 64;
-  std::vector<uint8_t> recv(recv_elems * elem + kGuard, 0xA5), send(send_elems * elem + kGuard, 0x5A);
+  Bytes recv(recv_elems * elem + kGuard, 0xA5), send(send_elems * elem + kGuard, 0x5A);
   // Send contents: element i of the input this rank contributes.
   auto input_index = [&](size_t i) { return i; };
   for (size_t i = 0; i < send_elems; ++i) store(send.data(), i, c.dtype, input_value(rank, input_index(i), c.op));
@@ -72,7 +105,7 @@ std::string run_and_check(cfxComm_t comm, int rank, int n, const CollCase& c) {
       case Coll::kReduceScatter:
       case Coll::kScatter: {
         // recvbuf lives inside sendbuf at this rank's block.
-        std::vector<uint8_t> big(send_elems * elem + kGuard, 0x5A);
+        Bytes big(send_elems * elem + kGuard, 0x5A);
         std::memcpy(big.data(), send.data(), send_elems * elem);
         send.swap(big);
         sendp = send.data();

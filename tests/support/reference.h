@@ -33,6 +33,10 @@ struct CollCase {
   std::string str() const;
 };
 
+// When on, run_and_check puts its buffers in cfxMemAlloc memory (the
+// intra-host path then maps peers' buffers instead of process_vm_readv).
+void use_shared_buffers(bool on);
+
 // Runs one case on this rank and returns "" or a description of the first
 // wrong elements (and the library's error, if the call failed).
 std::string run_and_check(cfxComm_t comm, int rank, int nranks, const CollCase& c);
