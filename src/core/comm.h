@@ -60,6 +60,9 @@ struct cfxComm {
   void set_last_error(const std::string& message);
   std::string last_error() const;
 
+  // The first failure notice a peer sent over its link (Link::check_notice).
+  conflux::Status check_notices();
+
  private:
   cfxComm() = default;
   conflux::Status init(int nranks, int rank, const conflux::UniqueIdData& id);

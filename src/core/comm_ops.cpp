@@ -183,6 +183,12 @@ Status cfxComm::run_locked(std::vector<OpDesc>& ops) {
   return st;
 }
 
+Status cfxComm::check_notices() {
+  for (auto& link : links_)
+    if (link != nullptr) CFX_RETURN_IF_ERROR(link->check_notice());
+  return Status::Ok();
+}
+
 void cfxComm::notify_peers(const Status& st) {
   // Peers may be waiting on this rank, or hold a message only this rank
   // could judge (a mismatch seen by the receiver): tell each why we stop, so

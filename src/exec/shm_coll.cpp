@@ -204,6 +204,7 @@ Result<std::unique_ptr<ShmCollectives>> ShmCollectives::create(cfxComm& comm) {
   if (!cma_ok) CFX_WARN(kShm, "shared collectives off: cross-memory reads fail: %s", cma.message().c_str());
   CFX_ASSIGN_OR_RETURN(bool all_cma, all_agree(comm, cma_ok));
   if (!all_cma) return std::unique_ptr<ShmCollectives>();
+  impl->check_notices = [&comm] { return comm.check_notices(); };
   CFX_INFO(kShm, "shared collectives on: segment of %zu bytes, eager slots of %zu bytes", bytes, layout.slot_bytes);
   return std::unique_ptr<ShmCollectives>(std::move(impl));
 }

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,10 @@ class ShmCollImpl final : public ShmCollectives {
   bool handles(const OpDesc& op) const override;
   Status run(const OpDesc& op, const OpSig& sig, Deadline deadline, const std::atomic<bool>* abort) override;
 
+  // Failure notices from peers (over the point-to-point links), checked
+  // while waiting: a rank that failed elsewhere never arrives here.
+  std::function<Status()> check_notices;
+
   // Set-up helpers used by create().
   CollControl& control(int rank, int parity) const;
   // Copy from / to a peer's memory: with loads and stores when the address
@@ -79,6 +84,7 @@ class ShmCollImpl final : public ShmCollectives {
   // Waits until rank `only` (or every peer when only < 0) reaches `target`.
   Status wait_for(uint64_t target, int only, const char* what);
   Status check_peers_alive(uint64_t target, int only) const;
+  bool peer_gone(int p) const;
 
   // The algorithms (shm_coll_eager.cpp, shm_coll_cma.cpp); the announce
   // round and the signature check have happened.

@@ -44,20 +44,25 @@ void ShmCollImpl::publish(uint64_t value) {
   }
 }
 
+bool ShmCollImpl::peer_gone(int p) const {
+  if (pidfds_[p] >= 0) {
+    pollfd pfd{pidfds_[p], POLLIN, 0};
+    return ::poll(&pfd, 1, 0) > 0;  // readable once the process has exited
+  }
+  return ::kill(pids_[p], 0) != 0 && errno == ESRCH;
+}
+
 Status ShmCollImpl::check_peers_alive(uint64_t target, int only) const {
   for (int p = 0; p < nranks_; ++p) {
     if (p == rank_ || (only >= 0 && p != only)) continue;
     if (counter(p).value.load(std::memory_order_acquire) >= target) continue;
-    bool dead;
-    if (pidfds_[p] >= 0) {
-      pollfd pfd{pidfds_[p], POLLIN, 0};
-      dead = ::poll(&pfd, 1, 0) > 0;  // readable once the process has exited
-    } else {
-      dead = ::kill(pids_[p], 0) != 0 && errno == ESRCH;
-    }
-    if (dead)
-      return remote_error("rank " + std::to_string(p) + " (pid " + std::to_string(pids_[p]) +
-                          ", same host) exited or was killed");
+    if (!peer_gone(p)) continue;
+    std::string msg = "rank " + std::to_string(p) + " (pid " + std::to_string(pids_[p]) + ", same host) exited or was killed";
+    // The one we wait for may have exited only after failing on another
+    // that died first (which had already passed this point): name all.
+    for (int q = 0; q < nranks_; ++q)
+      if (q != rank_ && q != p && peer_gone(q)) msg += "; also rank " + std::to_string(q) + " exited";
+    return remote_error(msg);
   }
   return Status::Ok();
 }
@@ -83,6 +88,7 @@ Status ShmCollImpl::wait_for(uint64_t target, int only, const char* what) {
     if (arrived()) return Status::Ok();
     if (abort_ && abort_->load(std::memory_order_relaxed)) return aborted_error("communicator was aborted");
     CFX_RETURN_IF_ERROR(check_peers_alive(target, only));
+    if (check_notices) CFX_RETURN_IF_ERROR(check_notices());
     auto now = Clock::now();
     if (now >= deadline_) {
       std::string missing;

@@ -62,6 +62,9 @@ class Link {
   // Cheap check that the peer is alive (called while waiting), and that it
   // has not sent a failure notice (see send_notice).
   virtual Status check_peer() { return Status::Ok(); }
+  // Only whether the peer sent a failure notice (no liveness check: a peer
+  // that finished and exited is no failure). For waits outside the executor.
+  virtual Status check_notice() { return Status::Ok(); }
   // Tells the peer, best effort and without waiting for it, that this rank's
   // communicator failed and why. The peer's check_peer() then fails with
   // that reason, so an error only one side can see (a mismatch found by a

@@ -84,10 +84,15 @@ void ShmLink::send_notice(cfxResult_t code, const std::string& why) {
   ring_doorbell(theirs_.doorbell());
 }
 
-Status ShmLink::check_peer() {
+Status ShmLink::check_notice() {
   const ShmNotice& n = mine_.notice(peer_);
   if (n.posted.load(std::memory_order_acquire) != 0)
     return notice_error(peer_, n.code, std::string(n.text, strnlen(n.text, sizeof n.text)));
+  return Status::Ok();
+}
+
+Status ShmLink::check_peer() {
+  CFX_RETURN_IF_ERROR(check_notice());
   bool dead = false;
   if (pidfd_ >= 0) {
     pollfd p{pidfd_, POLLIN, 0};

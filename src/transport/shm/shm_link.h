@@ -19,6 +19,7 @@ class ShmLink final : public Link {
   Status progress_send(SendOp& op, bool* progressed) override;
   Status progress_recv(RecvOp& op, bool* progressed) override;
   Status check_peer() override;
+  Status check_notice() override;
   void send_notice(cfxResult_t code, const std::string& why) override;
 
  private:
