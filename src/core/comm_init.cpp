@@ -53,6 +53,14 @@ int open_pidfd(int pid) {
 // file the user named but that cannot be used is an error; a discovery that
 // fails on its own only costs the placement hints.
 // Returns the nearest NIC's kernel interface name ("" when unknown).
+// A host's name for logs and grouping: the hostname, made unique by a few
+// digits of the host hash (containers may share a hostname).
+static std::string host_label(const RankInfo& r) {
+  char tag[8];
+  std::snprintf(tag, sizeof tag, "%04x", static_cast<unsigned>(r.host_hash & 0xffff));
+  return std::string(r.hostname) + "~" + tag;
+}
+
 static unsigned current_cpu_count() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -302,7 +310,7 @@ void cfxComm::build_ring() {
   // enter on different NICs so cross-host edges spread over the rails.
   std::vector<topo::RankLocation> where(nranks_);
   for (int r = 0; r < nranks_; ++r)
-    where[r] = {std::to_string(table_[r].host_hash), table_[r].numa_node,
+    where[r] = {host_label(table_[r]), table_[r].numa_node,
                 table_[r].topo_nic[0] != '\0' ? table_[r].topo_nic : table_[r].nic};
   ring_ = topo::order_ring(where);
 }

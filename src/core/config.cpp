@@ -58,6 +58,8 @@ Config parse() {
   c.spin_iterations = static_cast<int>(env_int("CONFLUX_SPIN", c.spin_iterations, 0));
   c.tcp_buffer_bytes = static_cast<size_t>(env_int("CONFLUX_SOCKET_BUFSIZE", c.tcp_buffer_bytes, 0));
   c.ofi_provider = env_string("CONFLUX_OFI_PROVIDER", "");
+  c.ofi_piece_bytes = static_cast<size_t>(env_int("CONFLUX_OFI_PIECE_SIZE", c.ofi_piece_bytes, 64));
+  c.ofi_inline_bytes = static_cast<size_t>(env_int("CONFLUX_OFI_INLINE", c.ofi_inline_bytes, 0));
   c.algo = env_string("CONFLUX_ALGO", "");
   c.shm_collectives = env_int("CONFLUX_SHM_COLL", 1, 0) != 0;
   c.topo_file = env_string("CONFLUX_TOPO_FILE", "");

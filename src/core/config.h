@@ -24,6 +24,8 @@ struct Config {
   int spin_iterations = 2000;     // CONFLUX_SPIN: polls before a waiting rank sleeps
   size_t tcp_buffer_bytes = 4 << 20;  // CONFLUX_SOCKET_BUFSIZE: SO_SNDBUF/SO_RCVBUF
   std::string ofi_provider;       // CONFLUX_OFI_PROVIDER (e.g. "tcp;ofi_rxm", "shm", "efa")
+  size_t ofi_piece_bytes = 1u << 20;  // CONFLUX_OFI_PIECE_SIZE: payload per provider message
+  size_t ofi_inline_bytes = 32u << 10;  // CONFLUX_OFI_INLINE: payload sent inside the header message
   std::string algo;               // CONFLUX_ALGO (NCCL grammar), parsed by the tuner
   bool shm_collectives = true;    // CONFLUX_SHM_COLL=0 turns the intra-host fast path off
   std::string topo_file;          // CONFLUX_TOPO_FILE: NCCL topology XML fused with discovery

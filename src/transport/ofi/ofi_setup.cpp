@@ -15,19 +15,14 @@ namespace {
 // pipeline the provider's rendezvous and our reductions.
 // CONFLUX_OFI_PIECE_SIZE overrides (tests force many pieces with tiny values).
 size_t piece_bytes(const OfiFabric& fabric) {
-  size_t piece = 1u << 20;
-  if (const char* s = std::getenv("CONFLUX_OFI_PIECE_SIZE")) piece = std::max<size_t>(64, std::strtoull(s, nullptr, 0));
+  size_t piece = config().ofi_piece_bytes;
   if (fabric.max_msg_size() > 0) piece = std::min(piece, fabric.max_msg_size());
   return std::max<size_t>(16, piece / 16 * 16);  // whole elements of every datatype
 }
 
 // Payloads inlined in their header message; CONFLUX_OFI_INLINE lowers the
 // limit (tests use it so small chunks take the multi-piece path too).
-size_t inline_bytes() {
-  size_t bytes = OfiLink::kInline;
-  if (const char* s = std::getenv("CONFLUX_OFI_INLINE")) bytes = std::min(bytes, static_cast<size_t>(std::strtoull(s, nullptr, 0)));
-  return bytes;
-}
+size_t inline_bytes() { return std::min(OfiLink::kInline, config().ofi_inline_bytes); }
 
 }  // namespace
 
