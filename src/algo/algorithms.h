@@ -97,5 +97,9 @@ Schedule hier_broadcast(const CollArgs& a);
 // host: (h-1) + (l-1) steps; (h-1) x block inter-host and (l-1) h x block
 // intra-host bytes per rank.
 Schedule hier_allgather(const CollArgs& a);
+// ReduceScatter: ring inside the host over each slot's h blocks, then ring
+// across hosts within each local slot: (l-1) + (h-1) steps; (h-1) x block
+// inter-host and (l-1) h x block intra-host bytes per rank.
+Schedule hier_reducescatter(const CollArgs& a);
 
 }  // namespace conflux::algo

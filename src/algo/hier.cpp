@@ -249,3 +249,103 @@ Schedule hier_allgather(const CollArgs& a) {
 }
 
 }  // namespace conflux::algo
+
+namespace conflux::algo {
+
+// ReduceScatter, the mirror of AllGather: (1) ring reduce-scatter inside the
+// host, where local rank j's "block" is the h blocks of slot j (one per
+// host), reduced into a staging area T in scratch; (2) ring reduce-scatter
+// across hosts among the ranks of our slot, over the h blocks in T, which
+// leaves our own block, summed over every rank, in recvbuf. Only (2)
+// crosses hosts: (h-1) x block per rank instead of the flat ring's (n-1).
+Schedule hier_reducescatter(const CollArgs& a) {
+  Schedule s;
+  if (!hier_supported(a)) {
+    s.algorithm = "unsupported";
+    return s;
+  }
+  s.algorithm = "hier";
+  const size_t block = a.count * a.elem;
+  if (a.nranks == 1 || block == 0) {
+    if (!a.in_place && block > 0) s.copy({kSendBuf, 0, block}, {kRecvBuf, 0, block});
+    return s;
+  }
+  const Layout L = layout_of(a);
+  const int nl = static_cast<int>(L.local.size()), nh = static_cast<int>(L.slot.size());
+  std::vector<std::vector<int>> rank_at(nh);  // rank_at[h][l]: the rank in slot l of host h
+  {
+    std::map<int, std::vector<int>> hosts;
+    for (int r = 0; r < a.nranks; ++r) hosts[a.host_of.empty() ? r : a.host_of[r]].push_back(r);
+    int h = 0;
+    for (auto& [id, ranks] : hosts) rank_at[h++] = ranks;
+  }
+  // Appends `inner` with its peers mapped to ranks and each slice moved by
+  // `where` (sub-schedule buffer and offset -> ours); its first steps wait
+  // for `after`.
+  auto append = [&](const Schedule& inner, const std::vector<int>& peers, auto where, int after) {
+    const int base = static_cast<int>(s.steps.size());
+    std::vector<int> added;
+    for (const Step& st : inner.steps) {
+      Step x = st;
+      if (x.peer >= 0) x.peer = peers[x.peer];
+      for (Slice* sl : {&x.src, &x.dst, &x.with})
+        if (sl->bytes > 0) *sl = where(*sl);
+      std::vector<int> deps;
+      for (uint32_t k = 0; k < st.dep_count; ++k) deps.push_back(base + static_cast<int>(inner.deps[st.dep_begin + k]));
+      if (deps.empty()) deps.push_back(after);
+      added.push_back(add_after(s, x, deps));
+    }
+    s.scratch_bytes = std::max(s.scratch_bytes, inner.scratch_bytes);  // the one-level case maps it 1:1
+    return added;
+  };
+  CollArgs sub = a;
+  sub.ring.clear();
+  sub.host_of.clear();
+  sub.in_place = false;
+  sub.chunk_bytes = block;  // a chunk never straddles blocks
+  if (nh == 1 || nl == 1) {
+    // One level only: the plain ring over the ranks in host (or slot) order.
+    const std::vector<int>& peers = nh == 1 ? L.local : L.slot;
+    sub.nranks = static_cast<int>(peers.size());
+    sub.rank = nh == 1 ? L.l : L.h;
+    sub.in_place = a.in_place;
+    sub.chunk_bytes = a.chunk_bytes;
+    // Sub-rank i's block is the block of rank peers[i].
+    append(ring_reducescatter(sub), peers, [&](Slice sl) {
+      if (sl.buf == kSendBuf) sl.offset = static_cast<size_t>(peers[sl.offset / block]) * block + sl.offset % block;
+      return sl;
+    }, -1);
+    return s;
+  }
+  const size_t group = block * static_cast<size_t>(nh);  // local rank j's sub-block: slot j on every host
+  const size_t scratch1 = group * static_cast<size_t>(nl);  // phase 1's own partials
+  const size_t t_base = scratch1;                           // T: our slot's h blocks, host-reduced
+  const size_t scratch2 = t_base + group;                   // phase 2's partials
+  s.scratch_bytes = scratch2 + group;
+  // (1) Inside the host.
+  sub.nranks = nl;
+  sub.rank = L.l;
+  sub.count = a.count * static_cast<size_t>(nh);
+  std::vector<int> phase = append(ring_reducescatter(sub), L.local, [&](Slice sl) {
+    if (sl.buf == kSendBuf) {
+      size_t j = sl.offset / group, c = (sl.offset % group) / block;
+      sl.offset = static_cast<size_t>(rank_at[c][j]) * block + sl.offset % block;
+    } else if (sl.buf == kRecvBuf) {
+      sl = Slice{kScratch, t_base + sl.offset, sl.bytes};
+    }
+    return sl;  // phase 1's scratch stays at [0, scratch1)
+  }, -1);
+  const int f = fence(s, phase);
+  // (2) Across hosts, on T.
+  sub.nranks = nh;
+  sub.rank = L.h;
+  sub.count = a.count;
+  append(ring_reducescatter(sub), L.slot, [&](Slice sl) {
+    if (sl.buf == kSendBuf) sl = Slice{kScratch, t_base + sl.offset, sl.bytes};
+    else if (sl.buf == kScratch) sl.offset += scratch2;
+    return sl;  // recvbuf is ours
+  }, f);
+  return s;
+}
+
+}  // namespace conflux::algo

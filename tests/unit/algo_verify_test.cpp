@@ -221,6 +221,26 @@ TEST(Hierarchical, AllGatherOverHostLayouts) {
         }
 }
 
+TEST(Hierarchical, ReduceScatterOverHostLayouts) {
+  for (auto [hosts, per] : std::vector<std::pair<int, int>>{{1, 1}, {1, 4}, {4, 1}, {2, 2}, {2, 3}, {3, 4}, {8, 8}})
+    for (bool round_robin : {false, true})
+      for (size_t count : {0, 1, 5})
+        for (bool in_place : {false, true}) {
+          const int n = hosts * per;
+          CollArgs a;
+          a.coll = Coll::kReduceScatter;
+          a.nranks = n;
+          a.count = count;
+          a.elem = 4;
+          a.in_place = in_place;
+          a.chunk_bytes = 8;
+          for (int r = 0; r < n; ++r) a.host_of.push_back(round_robin ? r % hosts : r / per);
+          sim::VerifyResult v = sim::verify(a, hier_reducescatter);
+          EXPECT_TRUE(v.ok) << hosts << "x" << per << (round_robin ? " round-robin" : "") << " count=" << count
+                            << (in_place ? " in place" : "") << ": " << v.error;
+        }
+}
+
 TEST(Hierarchical, UnequalHostsAreDeclined) {
   CollArgs a;
   a.coll = Coll::kAllReduce;
