@@ -193,6 +193,16 @@ Status Sim::run(SimResult* out) {
   port_bytes_.assign(port_free_.size(), 0.0);
   auto local_port = [&](int rep, bool in) { return 2 * size_t(rep) + (in ? 1 : 0); };
   auto nic_port = [&](int host, bool in) { return 2 * size_t(reps_) + 2 * size_t(host) + (in ? 1 : 0); };
+  // Oversubscribed hosts: a pool of cores per host that per-message
+  // overheads take in turn (earliest free core first).
+  const bool cpu_bound = m_.cores_per_host > 0 && m_.ranks_per_host > m_.cores_per_host && m_.host.empty();
+  std::vector<std::vector<double>> cores(cpu_bound ? size_t(nhosts) : 0, std::vector<double>(std::max(1, m_.cores_per_host), 0.0));
+  auto on_cpu = [&](int host, double from, double work) {
+    std::vector<double>& pool = cores[size_t(host)];
+    auto core = std::min_element(pool.begin(), pool.end());
+    *core = std::max(from, *core) + work;
+    return *core;
+  };
   size_t messages = 0;
   for (;;) {
     while (!work_.empty()) {  // receives and copies resolve as soon as their inputs are known
@@ -227,7 +237,9 @@ Status Sim::run(SimResult* out) {
     // a busy receiver, not for both ports to be idle at once, which would
     // starve many-to-many patterns such as pairwise AlltoAll).
     const double wire = double(s_.bytes[i]) / (lp.gbps * 1e3);
+    const double overhead = lp.lat_us * m_.overhead_share;
     double start = std::max(t, port_free_[out_port]);
+    if (cpu_bound) start = on_cpu(m_.host_of(src), start, overhead) - overhead;
     double dur = wire + lp.lat_us * m_.overhead_share;
     port_free_[out_port] = start + dur;
     double in_done = std::max(start + dur, port_free_[in_port] + wire);
@@ -237,7 +249,9 @@ Status Sim::run(SimResult* out) {
     port_bytes_[in_port] += double(s_.bytes[i]);
     ++messages;
     uint32_t r = s_.match[i];
-    ready_[r] = std::max(ready_[r], start + dur + lp.lat_us * (1 - m_.overhead_share));
+    double arrive = start + dur + lp.lat_us * (1 - m_.overhead_share);
+    if (cpu_bound) arrive = on_cpu(m_.host_of(dst_rep), arrive, overhead);  // the receiver's turn on a core
+    ready_[r] = std::max(ready_[r], arrive);
     hops_ready_[r] = std::max(hops_ready_[r], hops_ready_[i] + 1);
     complete(i, start + dur, hops_ready_[i]);
     release(r);

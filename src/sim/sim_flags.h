@@ -16,6 +16,7 @@ struct ClusterFlags {
   int ranks_per_host = 0;  // 0: ranks / hosts (or 8 when neither is given)
   double intra_bw = 0, intra_lat = -1, net_bw = 0, net_lat = -1;
   bool tcp_local = false;
+  int cores_per_host = 0;
 
   void add_to(CLI::App& app) {
     app.add_option("--ranks,-n", ranks, "Total ranks (default hosts x ranks-per-host)");
@@ -26,6 +27,8 @@ struct ClusterFlags {
     app.add_option("--net-bw", net_bw, "Network bandwidth per host NIC, GB/s (default: calibrated)");
     app.add_option("--net-lat", net_lat, "Network latency, us (default: calibrated)");
     app.add_flag("--tcp-local", tcp_local, "Ranks of one host talk over loopback TCP (CONFLUX_TRANSPORT=tcp)");
+    app.add_option("--cores-per-host", cores_per_host,
+                   "Cores a host gives its ranks (default: one per rank); fewer makes message overheads queue");
   }
 
   // The model, and a description of where its constants came from.
@@ -36,6 +39,7 @@ struct ClusterFlags {
     m.ranks_per_host = std::max(1, rph);
     m.nranks = ranks > 0 ? ranks : std::max(1, hosts) * m.ranks_per_host;
     m.same_host_tcp = tcp_local;
+    m.cores_per_host = cores_per_host;
     bool all_given = intra_bw > 0 && intra_lat >= 0 && net_bw > 0 && net_lat >= 0;
     tune::Constants c;
     if (!all_given) c = tune::machine_constants();

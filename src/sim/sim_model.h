@@ -27,6 +27,10 @@ struct ClusterModel {
   double reduce_gbps = 0;     // recv-reduce cost per byte on the receiver (0: free)
   double copy_gbps = 0;       // local copy cost (0: free)
   double overhead_share = 0.5;  // share of alpha that is per-message sender work (serialises a rank's sends)
+  // Cores each host gives its ranks; 0 = at least one per rank. With fewer
+  // cores than ranks, every message's sender and receiver overhead (alpha x
+  // overhead_share each) must get one of the host's cores in turn.
+  int cores_per_host = 0;
 
   int host_of(int rank) const { return host.empty() ? rank / ranks_per_host : host[rank]; }
   PathClass path(int a, int b) const {

@@ -1,5 +1,7 @@
 #include "tune/comm_model.h"
 
+#include <sched.h>
+
 #include <algorithm>
 
 namespace conflux::tune {
@@ -29,6 +31,10 @@ sim::ClusterModel model_of(const std::vector<RankInfo>& table, bool same_host_tc
   m.ranks_per_host = std::max(1, max_per_host);
   if (regular && m.nranks % m.ranks_per_host == 0) m.host.clear();
   m.same_host_tcp = same_host_tcp;
+  // Hosts are assumed alike: ours tells how many cores a host gives its ranks.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  m.cores_per_host = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
   c.apply_to(&m);
   return m;
 }

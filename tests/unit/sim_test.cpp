@@ -132,6 +132,33 @@ TEST(SimTest, ThousandRanksInSeconds) {
   EXPECT_GT(big->time_us, 2 * 8191 * 1.0);
 }
 
+TEST(SimTest, FewerCoresThanRanksQueueMessageOverheads) {
+  // 4 ranks on one host, 8-byte Broadcast: the double tree has the shorter
+  // critical path, the chain the fewer messages. With a core per rank the
+  // tree is no slower; with one core for all four, overheads queue and the
+  // chain wins, as measured on a 2-core machine running 4 ranks.
+  ClusterModel m;
+  m.nranks = 4;
+  m.ranks_per_host = 4;
+  m.link[static_cast<int>(PathClass::kShm)] = {2.0, 10.0};
+  algo::CollArgs a;
+  a.coll = Coll::kBroadcast;
+  a.elem = 4;
+  a.count = 2;
+  a.root = 0;
+  a.chunk_bytes = 1 << 20;
+  auto time_of = [&](const char* name) {
+    auto r = simulate(m, a, find(Coll::kBroadcast, name)->build);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? r->time_us : 0.0;
+  };
+  EXPECT_LE(time_of("tree"), time_of("chain"));
+  const double roomy_chain = time_of("chain");
+  m.cores_per_host = 1;
+  EXPECT_LT(time_of("chain"), time_of("tree"));
+  EXPECT_GT(time_of("chain"), roomy_chain);  // the overheads now wait for the core
+}
+
 TEST(SimTest, UnmatchedSendIsAnError) {
   auto broken = [](const algo::CollArgs& a) {
     algo::Schedule s;
