@@ -40,20 +40,28 @@ Layout layout_of(const CollArgs& a) {
   return L;
 }
 
-// Appends a sub-communicator's schedule: its rank i is peers[i]; with
-// `to_recv`, both of its buffers are our recvbuf shifted by `offset`
-// (in place on one part); its first steps wait for `after`.
-std::vector<int> append_remapped(Schedule& s, const Schedule& inner, const std::vector<int>& peers, size_t offset,
-                                 bool to_recv, int after) {
+// rank_at[h][l]: the rank in local slot l of host h (hosts in id order).
+std::vector<std::vector<int>> ranks_by_host(const CollArgs& a) {
+  std::map<int, std::vector<int>> hosts;
+  for (int r = 0; r < a.nranks; ++r) hosts[a.host_of.empty() ? r : a.host_of[r]].push_back(r);
+  std::vector<std::vector<int>> rank_at;
+  for (auto& [id, ranks] : hosts) rank_at.push_back(ranks);
+  return rank_at;
+}
+
+// Appends a sub-communicator's schedule: its rank i is peers[i], each of
+// its slices goes through `where` (its buffer and offset -> ours), and its
+// first steps wait for `after`.
+template <typename Where>
+std::vector<int> append_mapped(Schedule& s, const Schedule& inner, const std::vector<int>& peers, Where where,
+                               int after) {
   const int base = static_cast<int>(s.steps.size());
   std::vector<int> added;
   for (const Step& st : inner.steps) {
     Step x = st;
     if (x.peer >= 0) x.peer = peers[x.peer];
-    for (Slice* sl : {&x.src, &x.dst, &x.with}) {
-      if (to_recv && sl->buf != kScratch) sl->buf = kRecvBuf;
-      if (sl->buf != kScratch) sl->offset += offset;
-    }
+    for (Slice* sl : {&x.src, &x.dst, &x.with})
+      if (sl->bytes > 0) *sl = where(*sl);
     std::vector<int> deps;
     for (uint32_t k = 0; k < st.dep_count; ++k) deps.push_back(base + static_cast<int>(inner.deps[st.dep_begin + k]));
     if (deps.empty()) deps.push_back(after);
@@ -63,6 +71,19 @@ std::vector<int> append_remapped(Schedule& s, const Schedule& inner, const std::
   return added;
 }
 
+// append_mapped for a sub-communicator working in place on one part: with
+// `to_recv`, both of its buffers are our recvbuf shifted by `offset`.
+std::vector<int> append_remapped(Schedule& s, const Schedule& inner, const std::vector<int>& peers, size_t offset,
+                                 bool to_recv, int after) {
+  return append_mapped(s, inner, peers, [&](Slice sl) {
+    if (sl.buf != kScratch) {
+      if (to_recv) sl.buf = kRecvBuf;
+      sl.offset += offset;
+    }
+    return sl;
+  }, after);
+}
+
 }  // namespace
 
 bool hier_supported(const CollArgs& a) {
@@ -70,13 +91,16 @@ bool hier_supported(const CollArgs& a) {
          layout_of(a).uniform;
 }
 
+// Names the schedule "hier", or "unsupported" (and returns false) when the
+// hosts do not all have the same number of ranks.
+static bool begin_hier(const CollArgs& a, Schedule& s) {
+  s.algorithm = hier_supported(a) ? "hier" : "unsupported";
+  return s.algorithm == "hier";
+}
+
 Schedule hier_allreduce(const CollArgs& a) {
   Schedule s;
-  if (!hier_supported(a)) {
-    s.algorithm = "unsupported";
-    return s;
-  }
-  s.algorithm = "hier";
+  if (!begin_hier(a, s)) return s;
   const size_t bytes = a.count * a.elem;
   if (a.nranks == 1 || bytes == 0) {
     if (!a.in_place && bytes > 0) s.copy({kSendBuf, 0, bytes}, {kRecvBuf, 0, bytes});
@@ -139,11 +163,7 @@ namespace conflux::algo {
 
 Schedule hier_broadcast(const CollArgs& a) {
   Schedule s;
-  if (!hier_supported(a)) {
-    s.algorithm = "unsupported";
-    return s;
-  }
-  s.algorithm = "hier";
+  if (!begin_hier(a, s)) return s;
   const Layout L = layout_of(a);
   const int nl = static_cast<int>(L.local.size()), nh = static_cast<int>(L.slot.size());
   // The root's host index and local slot.
@@ -187,11 +207,7 @@ namespace conflux::algo {
 // those ranks' blocks live.
 Schedule hier_allgather(const CollArgs& a) {
   Schedule s;
-  if (!hier_supported(a)) {
-    s.algorithm = "unsupported";
-    return s;
-  }
-  s.algorithm = "hier";
+  if (!begin_hier(a, s)) return s;
   const size_t block = a.count * a.elem;
   if (a.nranks == 1 || block == 0) {
     if (!a.in_place && block > 0) s.copy({kSendBuf, 0, block}, {kRecvBuf, a.rank * block, block});
@@ -199,28 +215,13 @@ Schedule hier_allgather(const CollArgs& a) {
   }
   const Layout L = layout_of(a);
   const int nl = static_cast<int>(L.local.size()), nh = static_cast<int>(L.slot.size());
-  // rank_at[h][l]: the rank in local slot l of host h.
-  std::vector<std::vector<int>> rank_at(nh, std::vector<int>(nl));
-  {
-    std::map<int, std::vector<int>> hosts;
-    for (int r = 0; r < a.nranks; ++r) hosts[a.host_of.empty() ? r : a.host_of[r]].push_back(r);
-    int h = 0;
-    for (auto& [id, ranks] : hosts) rank_at[h++] = ranks;
-  }
+  const std::vector<std::vector<int>> rank_at = ranks_by_host(a);
+  // The ring's blocks live where those ranks' blocks are in our recvbuf.
   auto append = [&](const Schedule& inner, const std::vector<int>& peers, auto real_offset, int after) {
-    const int base = static_cast<int>(s.steps.size());
-    std::vector<int> added;
-    for (const Step& st : inner.steps) {
-      Step x = st;
-      if (x.peer >= 0) x.peer = peers[x.peer];
-      for (Slice* sl : {&x.src, &x.dst})
-        if (sl->buf == kRecvBuf && sl->bytes > 0) sl->offset = real_offset(sl->offset);
-      std::vector<int> deps;
-      for (uint32_t k = 0; k < st.dep_count; ++k) deps.push_back(base + static_cast<int>(inner.deps[st.dep_begin + k]));
-      if (deps.empty()) deps.push_back(after);
-      added.push_back(add_after(s, x, deps));
-    }
-    return added;
+    return append_mapped(s, inner, peers, [&](Slice sl) {
+      if (sl.buf == kRecvBuf) sl.offset = real_offset(sl.offset);
+      return sl;
+    }, after);
   };
   // (1) Across hosts: sub-rank j is host j's rank in our slot.
   CollArgs sub = a;
@@ -260,11 +261,7 @@ namespace conflux::algo {
 // crosses hosts: (h-1) x block per rank instead of the flat ring's (n-1).
 Schedule hier_reducescatter(const CollArgs& a) {
   Schedule s;
-  if (!hier_supported(a)) {
-    s.algorithm = "unsupported";
-    return s;
-  }
-  s.algorithm = "hier";
+  if (!begin_hier(a, s)) return s;
   const size_t block = a.count * a.elem;
   if (a.nranks == 1 || block == 0) {
     if (!a.in_place && block > 0) s.copy({kSendBuf, 0, block}, {kRecvBuf, 0, block});
@@ -272,31 +269,9 @@ Schedule hier_reducescatter(const CollArgs& a) {
   }
   const Layout L = layout_of(a);
   const int nl = static_cast<int>(L.local.size()), nh = static_cast<int>(L.slot.size());
-  std::vector<std::vector<int>> rank_at(nh);  // rank_at[h][l]: the rank in slot l of host h
-  {
-    std::map<int, std::vector<int>> hosts;
-    for (int r = 0; r < a.nranks; ++r) hosts[a.host_of.empty() ? r : a.host_of[r]].push_back(r);
-    int h = 0;
-    for (auto& [id, ranks] : hosts) rank_at[h++] = ranks;
-  }
-  // Appends `inner` with its peers mapped to ranks and each slice moved by
-  // `where` (sub-schedule buffer and offset -> ours); its first steps wait
-  // for `after`.
+  const std::vector<std::vector<int>> rank_at = ranks_by_host(a);
   auto append = [&](const Schedule& inner, const std::vector<int>& peers, auto where, int after) {
-    const int base = static_cast<int>(s.steps.size());
-    std::vector<int> added;
-    for (const Step& st : inner.steps) {
-      Step x = st;
-      if (x.peer >= 0) x.peer = peers[x.peer];
-      for (Slice* sl : {&x.src, &x.dst, &x.with})
-        if (sl->bytes > 0) *sl = where(*sl);
-      std::vector<int> deps;
-      for (uint32_t k = 0; k < st.dep_count; ++k) deps.push_back(base + static_cast<int>(inner.deps[st.dep_begin + k]));
-      if (deps.empty()) deps.push_back(after);
-      added.push_back(add_after(s, x, deps));
-    }
-    s.scratch_bytes = std::max(s.scratch_bytes, inner.scratch_bytes);  // the one-level case maps it 1:1
-    return added;
+    return append_mapped(s, inner, peers, where, after);
   };
   CollArgs sub = a;
   sub.ring.clear();

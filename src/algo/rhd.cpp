@@ -32,24 +32,31 @@ Slice elems(const CollArgs& a, uint16_t buf, size_t begin, size_t end) {
   return Slice{buf, begin * a.elem, (end - begin) * a.elem};
 }
 
+// The AllReduce cases that need no rounds: one rank or no data (a copy at
+// most), and a rank the fold takes away (hands its input to its partner and
+// waits for the result). True when `s` is already complete.
+bool allreduce_without_rounds(const CollArgs& a, const Fold& f, Schedule& s) {
+  const size_t bytes = a.count * a.elem;
+  const Slice all_in{kSendBuf, 0, bytes}, all_out{kRecvBuf, 0, bytes};
+  if (a.nranks == 1 || bytes == 0) {
+    if (!a.in_place && bytes > 0) s.copy(all_in, all_out);
+    return true;
+  }
+  if (f.vrank >= 0) return false;
+  int sent = s.send(a.rank + 1, all_in);
+  s.recv(a.rank + 1, all_out, {sent});
+  return true;
+}
+
 }  // namespace
 
 Schedule rhd_allreduce(const CollArgs& a) {
   Schedule s;
   s.algorithm = "rhd";
-  const int n = a.nranks;
   const size_t bytes = a.count * a.elem;
-  if (n == 1 || bytes == 0) {
-    if (!a.in_place && bytes > 0) s.copy({kSendBuf, 0, bytes}, {kRecvBuf, 0, bytes});
-    return s;
-  }
-  const Fold f(n, a.rank);
+  const Fold f(a.nranks, a.rank);
+  if (allreduce_without_rounds(a, f, s)) return s;
   const Slice all_in{kSendBuf, 0, bytes}, all_out{kRecvBuf, 0, bytes};
-  if (f.vrank < 0) {  // folded away: hand over the input, wait for the result
-    int sent = s.send(a.rank + 1, all_in);
-    s.recv(a.rank + 1, all_out, {sent});
-    return s;
-  }
   uint16_t loc = kSendBuf;  // where our partial of the current window lives
   std::vector<int> prev;
   if (a.rank < 2 * f.rem) {
@@ -109,19 +116,10 @@ Schedule rhd_allreduce(const CollArgs& a) {
 Schedule rd_allreduce(const CollArgs& a) {
   Schedule s;
   s.algorithm = "rd";
-  const int n = a.nranks;
   const size_t bytes = a.count * a.elem;
-  if (n == 1 || bytes == 0) {
-    if (!a.in_place && bytes > 0) s.copy({kSendBuf, 0, bytes}, {kRecvBuf, 0, bytes});
-    return s;
-  }
-  const Fold f(n, a.rank);
+  const Fold f(a.nranks, a.rank);
+  if (allreduce_without_rounds(a, f, s)) return s;
   const Slice all_in{kSendBuf, 0, bytes}, all_out{kRecvBuf, 0, bytes};
-  if (f.vrank < 0) {  // folded away: hand over the input, wait for the result
-    int sent = s.send(a.rank + 1, all_in);
-    s.recv(a.rank + 1, all_out, {sent});
-    return s;
-  }
   uint16_t loc = kSendBuf;  // where our partial lives
   auto next_target = [&] {
     const bool loc_is_out = loc == kRecvBuf || (loc == kSendBuf && a.in_place);

@@ -156,15 +156,17 @@ TEST(EveryAlgorithm, AlltoAllvWithUnevenCounts) {
     }
 }
 
-TEST(Hierarchical, AllReduceOverHostLayouts) {
-  // {hosts, ranks per host}, placed round-robin (non-contiguous) and blocked.
-  for (auto [hosts, per] : std::vector<std::pair<int, int>>{{1, 1}, {1, 4}, {4, 1}, {2, 2}, {2, 3}, {3, 4}, {4, 8}, {8, 8}, {16, 16}})
+// Proves `build` for `coll` over {hosts, ranks per host} layouts, ranks
+// placed blocked and round-robin (non-contiguous), in and out of place.
+void verify_over_host_layouts(Coll coll, Schedule (*build)(const CollArgs&),
+                              const std::vector<std::pair<int, int>>& layouts, std::initializer_list<size_t> counts) {
+  for (auto [hosts, per] : layouts)
     for (bool round_robin : {false, true})
-      for (size_t count : {0, 1, 7, 31})
+      for (size_t count : counts)
         for (bool in_place : {false, true}) {
           const int n = hosts * per;
           CollArgs a;
-          a.coll = Coll::kAllReduce;
+          a.coll = coll;
           a.nranks = n;
           a.count = count;
           a.elem = 4;
@@ -172,10 +174,15 @@ TEST(Hierarchical, AllReduceOverHostLayouts) {
           a.chunk_bytes = 8;
           for (int r = 0; r < n; ++r) a.host_of.push_back(round_robin ? r % hosts : r / per);
           ASSERT_TRUE(hier_supported(a));
-          sim::VerifyResult v = sim::verify(a, hier_allreduce);
-          EXPECT_TRUE(v.ok) << hosts << "x" << per << (round_robin ? " round-robin" : "") << " count=" << count
-                            << (in_place ? " in place" : "") << ": " << v.error;
+          sim::VerifyResult v = sim::verify(a, build);
+          EXPECT_TRUE(v.ok) << coll_name(coll) << " " << hosts << "x" << per << (round_robin ? " round-robin" : "")
+                            << " count=" << count << (in_place ? " in place" : "") << ": " << v.error;
         }
+}
+
+TEST(Hierarchical, AllReduceOverHostLayouts) {
+  verify_over_host_layouts(Coll::kAllReduce, hier_allreduce,
+                           {{1, 1}, {1, 4}, {4, 1}, {2, 2}, {2, 3}, {3, 4}, {4, 8}, {8, 8}, {16, 16}}, {0, 1, 7, 31});
 }
 
 TEST(Hierarchical, BroadcastOverHostLayoutsAndRoots) {
@@ -202,43 +209,13 @@ TEST(Hierarchical, BroadcastOverHostLayoutsAndRoots) {
 }
 
 TEST(Hierarchical, AllGatherOverHostLayouts) {
-  for (auto [hosts, per] : std::vector<std::pair<int, int>>{{1, 1}, {1, 4}, {4, 1}, {2, 3}, {3, 4}, {8, 8}})
-    for (bool round_robin : {false, true})
-      for (size_t count : {0, 1, 5})
-        for (bool in_place : {false, true}) {
-          const int n = hosts * per;
-          CollArgs a;
-          a.coll = Coll::kAllGather;
-          a.nranks = n;
-          a.count = count;
-          a.elem = 4;
-          a.in_place = in_place;
-          a.chunk_bytes = 8;
-          for (int r = 0; r < n; ++r) a.host_of.push_back(round_robin ? r % hosts : r / per);
-          sim::VerifyResult v = sim::verify(a, hier_allgather);
-          EXPECT_TRUE(v.ok) << hosts << "x" << per << (round_robin ? " round-robin" : "") << " count=" << count
-                            << (in_place ? " in place" : "") << ": " << v.error;
-        }
+  verify_over_host_layouts(Coll::kAllGather, hier_allgather, {{1, 1}, {1, 4}, {4, 1}, {2, 3}, {3, 4}, {8, 8}},
+                           {0, 1, 5});
 }
 
 TEST(Hierarchical, ReduceScatterOverHostLayouts) {
-  for (auto [hosts, per] : std::vector<std::pair<int, int>>{{1, 1}, {1, 4}, {4, 1}, {2, 2}, {2, 3}, {3, 4}, {8, 8}})
-    for (bool round_robin : {false, true})
-      for (size_t count : {0, 1, 5})
-        for (bool in_place : {false, true}) {
-          const int n = hosts * per;
-          CollArgs a;
-          a.coll = Coll::kReduceScatter;
-          a.nranks = n;
-          a.count = count;
-          a.elem = 4;
-          a.in_place = in_place;
-          a.chunk_bytes = 8;
-          for (int r = 0; r < n; ++r) a.host_of.push_back(round_robin ? r % hosts : r / per);
-          sim::VerifyResult v = sim::verify(a, hier_reducescatter);
-          EXPECT_TRUE(v.ok) << hosts << "x" << per << (round_robin ? " round-robin" : "") << " count=" << count
-                            << (in_place ? " in place" : "") << ": " << v.error;
-        }
+  verify_over_host_layouts(Coll::kReduceScatter, hier_reducescatter,
+                           {{1, 1}, {1, 4}, {4, 1}, {2, 2}, {2, 3}, {3, 4}, {8, 8}}, {0, 1, 5});
 }
 
 TEST(Hierarchical, UnequalHostsAreDeclined) {
