@@ -125,7 +125,6 @@ Status OfiLink::progress_recv(RecvOp& op, bool* progressed) {
     op.stage = 1;
     op.done = 0;
     recv_active_ = true;
-    CFX_RETURN_IF_ERROR(fabric_->poll(progressed));
   }
   if (op.stage == 1) {
     if (!header.done) return Status::Ok();
@@ -157,7 +156,6 @@ Status OfiLink::progress_recv(RecvOp& op, bool* progressed) {
     ++recv_posted_;
     *progressed = true;
   }
-  CFX_RETURN_IF_ERROR(fabric_->poll(progressed));
   while (recv_completed_ < recv_posted_) {
     const size_t slot = recv_completed_ % kWindow;
     OfiReq& r = recv_reqs_[1 + slot];
