@@ -9,8 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <numeric>
@@ -188,6 +190,58 @@ TEST(Api, DeadPeerIsReportedWithinSeconds) {
     EXPECT_EQ(results[2].exit_code, -SIGKILL);
     for (int r = 0; r < 2; ++r) EXPECT_EQ(results[r].exit_code, 0) << transport << ": " << results[r].message;
   }
+}
+
+TEST(Api, SurvivorsOfADeadPeerMakeANewCommunicator) {
+  // Rank 2 dies; ranks 0 and 1 get the error, destroy the broken
+  // communicator and build a new one among themselves (rank 0 hands the new
+  // unique id over shared memory, as a launcher's store would).
+  struct Shared {
+    std::atomic<int> ready{0};
+    cfxUniqueId id;
+  };
+  auto* shared = static_cast<Shared*>(
+      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(shared, MAP_FAILED);
+  new (shared) Shared();
+  for (const char* transport : {"auto", "tcp"}) {
+    shared->ready = 0;
+    auto body = [shared](cfxComm_t, int rank, int n) -> std::string {
+      // Our own init: the harness would destroy the communicator again.
+      cfxComm_t comm = nullptr;
+      if (cfxCommInitRank(&comm, n, current_unique_id(), rank) != cfxSuccess)
+        return std::string("init: ") + cfxGetLastError(nullptr);
+      std::vector<float> a(4096, 1.0f), b(4096);
+      if (cfxAllReduce(a.data(), b.data(), a.size(), cfxFloat32, cfxSum, comm) != cfxSuccess) return "warm-up failed";
+      if (rank == 2) raise(SIGKILL);
+      if (cfxAllReduce(a.data(), b.data(), a.size(), cfxFloat32, cfxSum, comm) == cfxSuccess)
+        return "allreduce with a dead peer succeeded";
+      if (cfxCommDestroy(comm) != cfxSuccess) return "destroying the broken communicator failed";
+      if (rank == 0) {
+        if (cfxGetUniqueId(&shared->id) != cfxSuccess) return "no new unique id";
+        shared->ready = 1;
+      }
+      auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (shared->ready.load() == 0 && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      cfxComm_t fresh = nullptr;
+      if (cfxCommInitRank(&fresh, 2, shared->id, rank) != cfxSuccess)
+        return std::string("new communicator: ") + cfxGetLastError(nullptr);
+      std::vector<float> x(1000, static_cast<float>(rank + 1)), y(1000);
+      cfxResult_t r = cfxAllReduce(x.data(), y.data(), x.size(), cfxFloat32, cfxSum, fresh);
+      std::string err = r == cfxSuccess ? "" : cfxGetLastError(fresh);
+      cfxCommDestroy(fresh);
+      if (r != cfxSuccess) return "allreduce on the new communicator: " + err;
+      return y[0] == 3.0f && y[999] == 3.0f ? "" : "wrong result on the new communicator";
+    };
+    RunOptions o = quick({{"CONFLUX_TRANSPORT", transport}});
+    o.init_comm = false;
+    auto results = run_ranks(3, body, o);
+    ASSERT_EQ(results.size(), 3u);
+    EXPECT_EQ(results[2].exit_code, -SIGKILL);
+    for (int r = 0; r < 2; ++r) EXPECT_EQ(results[r].exit_code, 0) << transport << ": " << results[r].message;
+  }
+  munmap(shared, sizeof(Shared));
 }
 
 TEST(Api, GarbageOnTheRendezvousPortDoesNotDisturbInit) {
