@@ -44,6 +44,7 @@ struct Config {
   const char* transport;
   const char* shm_coll;
   int nranks;
+  const char* ofi_provider = "";
 };
 
 enum class Loop { kAllReduce, kAllGather, kBroadcast, kReduceScatter, kAlltoAll, kBarrier, kCount };
@@ -113,6 +114,10 @@ void run_trial(const Config& cfg, uint64_t seed, Tally& t) {
   };
   RunOptions o;
   o.env = {{"CONFLUX_TRANSPORT", cfg.transport}, {"CONFLUX_SHM_COLL", cfg.shm_coll}, {"CONFLUX_TIMEOUT", "30"}};
+  if (*cfg.ofi_provider) {
+    o.env["CONFLUX_OFI_PROVIDER"] = cfg.ofi_provider;
+    o.env["FI_TCP_IFACE"] = "lo";
+  }
   o.timeout_s = 40;
   auto results = run_ranks(n, body, o);
   bool ok = results.size() == static_cast<size_t>(n) && results[victim].exit_code == -SIGKILL;
@@ -145,10 +150,16 @@ TEST(Kill, EverySurvivorNamesTheDeadRankWithinFiveSeconds) {
   const bool full = env_int("CONFLUX_KILL_FULL", 0) != 0;
   const int trials = env_int("CONFLUX_KILL_TRIALS", full ? 100 : 3);
   std::vector<Config> configs;
-  const Config kinds[] = {{"shm(coll)", "auto", "1", 0}, {"shm(p2p)", "auto", "0", 0}, {"tcp", "tcp", "0", 0}};
+  std::vector<Config> kinds = {{"shm(coll)", "auto", "1", 0}, {"shm(p2p)", "auto", "0", 0}, {"tcp", "tcp", "0", 0}};
+#ifdef CONFLUX_HAVE_OFI
+  kinds.push_back({"ofi(tcp)", "ofi", "0", 0, "tcp;ofi_rxm"});
+  kinds.push_back({"ofi(shm)", "ofi", "0", 0, "shm"});
+#endif
   for (const Config& k : kinds)
     for (int n : full ? std::vector<int>{2, 4, 8} : std::vector<int>{2, 4}) {
-      if (!full && n == 2 && std::string(k.name) != "tcp") continue;  // CI: 4 configs
+      // CI: tcp at 2 and 4 ranks, the others at 4.
+      if (!full && n == 2 && std::string(k.name) != "tcp") continue;
+      if (!full && std::string(k.name) == "ofi(shm)") continue;
       Config c = k;
       c.nranks = n;
       configs.push_back(c);
