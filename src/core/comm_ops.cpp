@@ -6,10 +6,11 @@
 #include "core/log.h"
 #include "exec/executor.h"
 #include "exec/reduce.h"
-
-#include <chrono>
 #include "tune/comm_model.h"
 #include "tune/comm_tuning.h"
+
+#include <chrono>
+#include <cstring>
 
 using namespace conflux;
 
@@ -156,7 +157,11 @@ Status cfxComm::run(std::vector<OpDesc> ops) {
 Status cfxComm::run_locked(std::vector<OpDesc>& ops) {
   if (abort_) return aborted_error("communicator was aborted");
   if (!broken_.ok()) return Status(broken_.code(), "communicator is unusable after an earlier error: " + broken_.message());
-  Status st;
+  // A peer that gave up may never make this rank wait (its sends complete
+  // into buffers, libfabric queues unexpected messages without bound): look
+  // for notices before every call, not only while stalled. Cheap: a flag per
+  // shm or libfabric link; TCP links are read while waiting.
+  Status st = check_notices();
   for (size_t i = 0; i < ops.size() && st.ok();) {
     if (!ops[i].is_p2p()) {
       st = run_collective(ops[i]);
@@ -194,6 +199,11 @@ void cfxComm::notify_peers(const Status& st) {
   // could judge (a mismatch seen by the receiver): tell each why we stop, so
   // every rank of the call reports the cause instead of a closed connection.
   std::string why = st.message();
+  // A failure that came to us as a notice is passed on as its origin's own
+  // words: along a chain of N ranks the text would otherwise nest N times
+  // and lose the cause (notices hold kNoticeTextBytes).
+  const size_t relayed = why.rfind(kNoticeRelayMarker);
+  if (relayed != std::string::npos) why = why.substr(relayed + std::strlen(kNoticeRelayMarker));
   const std::string me = "rank " + std::to_string(rank_);
   for (size_t at = why.find("this rank"); at != std::string::npos; at = why.find("this rank", at + me.size()))
     why.replace(at, 9, me);

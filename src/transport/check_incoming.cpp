@@ -19,7 +19,7 @@ Status check_incoming(const OpSig& expected, size_t expected_bytes, const OpSig&
 Status notice_error(int peer, int32_t code, const std::string& why) {
   auto c = static_cast<cfxResult_t>(code);
   if (c <= cfxSuccess || c >= cfxNumResults) c = cfxRemoteError;
-  return Status(c, "rank " + std::to_string(peer) + " gave up on this call: " + why);
+  return Status(c, "rank " + std::to_string(peer) + kNoticeRelayMarker + why);
 }
 
 }  // namespace conflux

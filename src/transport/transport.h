@@ -79,7 +79,9 @@ class Link {
 // A failure notice travels as (code, text) of at most this many bytes.
 constexpr size_t kNoticeTextBytes = 480;
 
-// The error this rank reports when `peer` sent a notice.
+// The error this rank reports when `peer` sent a notice:
+// "rank <peer>" + kNoticeRelayMarker + why.
+constexpr const char* kNoticeRelayMarker = " gave up: ";
 Status notice_error(int peer, int32_t code, const std::string& why);
 
 // Compares the signature and length a sender announced with what this rank

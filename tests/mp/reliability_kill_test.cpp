@@ -155,8 +155,11 @@ TEST(Kill, EverySurvivorNamesTheDeadRankWithinFiveSeconds) {
   kinds.push_back({"ofi(tcp)", "ofi", "0", 0, "tcp;ofi_rxm"});
   kinds.push_back({"ofi(shm)", "ofi", "0", 0, "shm"});
 #endif
+  // CONFLUX_KILL_ONLY=<transport name> (e.g. "ofi(shm)") narrows a bench run.
+  const char* only = std::getenv("CONFLUX_KILL_ONLY");
   for (const Config& k : kinds)
     for (int n : full ? std::vector<int>{2, 4, 8} : std::vector<int>{2, 4}) {
+      if (only != nullptr && *only != '\0' && std::string(k.name) != only) continue;
       // CI: tcp at 2 and 4 ranks, the others at 4.
       if (!full && n == 2 && std::string(k.name) != "tcp") continue;
       if (!full && std::string(k.name) == "ofi(shm)") continue;

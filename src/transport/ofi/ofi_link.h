@@ -50,6 +50,7 @@ class OfiLink final : public Link {
   Status progress_send(SendOp& op, bool* progressed) override;
   Status progress_recv(RecvOp& op, bool* progressed) override;
   Status check_peer() override;
+  Status check_notice() override;
   void send_notice(cfxResult_t code, const std::string& why) override;
   // The shared CQ's wait descriptor, after fi_trywait (-1: poll again first).
   int poll_fd() const override { return fabric_->wait_fd(); }
@@ -71,6 +72,7 @@ class OfiLink final : public Link {
   Status failed(const char* what, const OfiReq& req) const;
   Status finish_inline(RecvOp& op, bool* progressed);
   void post_notice_recv();
+  bool peer_process_gone() const;  // same-host peer only (pidfd / pid); false when unknown
   static constexpr size_t kNoticeBytes = sizeof(int32_t) + kNoticeTextBytes;
   bool inlined(size_t bytes) const { return bytes <= inline_; }
   size_t pieces(size_t bytes) const { return (bytes + piece_ - 1) / piece_; }
@@ -82,6 +84,7 @@ class OfiLink final : public Link {
   uint64_t comm_id_;
   size_t piece_;
   size_t inline_;
+  bool check_before_send_;  // shm provider: is the peer alive? (see progress_send)
   int pidfd_ = -1;  // same-host peer's process, for check_peer
   // Failure notices: [0] the receive posted for the peer's, [1] our send;
   // buffers of kNoticeBytes (code, then text), owned by the fabric.
