@@ -192,6 +192,10 @@ Status OfiFabric::init(fi_info* info) {
   }
   if (ret) return ofi_error("fi_getname", ret);
   name_.resize(len);
+  if (provider_ == "shm")
+    CFX_WARN(kNet, "libfabric shm provider: a peer killed mid-send can leave a lock held in shared memory and hang "
+                   "survivors inside fi_tsend (libfabric 1.17); CONFLUX_TRANSPORT=auto (conflux's own shared "
+                   "memory) has no such lock");
   CFX_INFO(kNet, "libfabric %s: max_msg_size %zu, mr_mode 0x%llx%s, %s", provider_.c_str(), max_msg_size_,
            static_cast<unsigned long long>(mr_mode), register_ ? " (registering buffers)" : "",
            cq_fd_ >= 0 ? "CQ wait fd" : "polled CQ");
