@@ -49,6 +49,15 @@ std::vector<std::vector<int>> ranks_by_host(const CollArgs& a) {
   return rank_at;
 }
 
+// The byte `off` of a slot-major layout (local rank j's group holds the
+// blocks of slot j on hosts 0..h-1, one block each), in the rank-ordered
+// buffer of all n blocks.
+size_t slot_major_to_rank_order(const std::vector<std::vector<int>>& rank_at, size_t block, size_t off) {
+  const size_t group = block * rank_at.size();
+  const size_t j = off / group, h = (off % group) / block;
+  return static_cast<size_t>(rank_at[h][j]) * block + off % block;
+}
+
 // Appends a sub-communicator's schedule: its rank i is peers[i], each of
 // its slices goes through `where` (its buffer and offset -> ours), and its
 // first steps wait for `after`.
@@ -240,11 +249,8 @@ Schedule hier_allgather(const CollArgs& a) {
     sub.rank = L.l;
     sub.count = a.count * nh;
     sub.in_place = true;
-    const size_t group = block * nh;
-    append(ring_allgather(sub), L.local, [&](size_t off) {
-      size_t j = off / group, c = (off % group) / block;
-      return rank_at[c][j] * block + off % block;
-    }, f);
+    append(ring_allgather(sub), L.local,
+           [&](size_t off) { return slot_major_to_rank_order(rank_at, block, off); }, f);
   }
   return s;
 }
@@ -270,9 +276,6 @@ Schedule hier_reducescatter(const CollArgs& a) {
   const Layout L = layout_of(a);
   const int nl = static_cast<int>(L.local.size()), nh = static_cast<int>(L.slot.size());
   const std::vector<std::vector<int>> rank_at = ranks_by_host(a);
-  auto append = [&](const Schedule& inner, const std::vector<int>& peers, auto where, int after) {
-    return append_mapped(s, inner, peers, where, after);
-  };
   CollArgs sub = a;
   sub.ring.clear();
   sub.host_of.clear();
@@ -286,36 +289,33 @@ Schedule hier_reducescatter(const CollArgs& a) {
     sub.in_place = a.in_place;
     sub.chunk_bytes = a.chunk_bytes;
     // Sub-rank i's block is the block of rank peers[i].
-    append(ring_reducescatter(sub), peers, [&](Slice sl) {
+    append_mapped(s, ring_reducescatter(sub), peers, [&](Slice sl) {
       if (sl.buf == kSendBuf) sl.offset = static_cast<size_t>(peers[sl.offset / block]) * block + sl.offset % block;
       return sl;
     }, -1);
     return s;
   }
+  // Scratch: phase 1's partials [0, t_base), then T (our slot's h blocks,
+  // host-reduced), then phase 2's partials.
   const size_t group = block * static_cast<size_t>(nh);  // local rank j's sub-block: slot j on every host
-  const size_t scratch1 = group * static_cast<size_t>(nl);  // phase 1's own partials
-  const size_t t_base = scratch1;                           // T: our slot's h blocks, host-reduced
-  const size_t scratch2 = t_base + group;                   // phase 2's partials
+  const size_t t_base = group * static_cast<size_t>(nl);
+  const size_t scratch2 = t_base + group;
   s.scratch_bytes = scratch2 + group;
   // (1) Inside the host.
   sub.nranks = nl;
   sub.rank = L.l;
   sub.count = a.count * static_cast<size_t>(nh);
-  std::vector<int> phase = append(ring_reducescatter(sub), L.local, [&](Slice sl) {
-    if (sl.buf == kSendBuf) {
-      size_t j = sl.offset / group, c = (sl.offset % group) / block;
-      sl.offset = static_cast<size_t>(rank_at[c][j]) * block + sl.offset % block;
-    } else if (sl.buf == kRecvBuf) {
-      sl = Slice{kScratch, t_base + sl.offset, sl.bytes};
-    }
-    return sl;  // phase 1's scratch stays at [0, scratch1)
+  std::vector<int> phase = append_mapped(s, ring_reducescatter(sub), L.local, [&](Slice sl) {
+    if (sl.buf == kSendBuf) sl.offset = slot_major_to_rank_order(rank_at, block, sl.offset);
+    else if (sl.buf == kRecvBuf) sl = Slice{kScratch, t_base + sl.offset, sl.bytes};
+    return sl;  // phase 1's scratch stays at [0, t_base)
   }, -1);
   const int f = fence(s, phase);
   // (2) Across hosts, on T.
   sub.nranks = nh;
   sub.rank = L.h;
   sub.count = a.count;
-  append(ring_reducescatter(sub), L.slot, [&](Slice sl) {
+  append_mapped(s, ring_reducescatter(sub), L.slot, [&](Slice sl) {
     if (sl.buf == kSendBuf) sl = Slice{kScratch, t_base + sl.offset, sl.bytes};
     else if (sl.buf == kScratch) sl.offset += scratch2;
     return sl;  // recvbuf is ours
