@@ -2,7 +2,6 @@
 
 #include "core/config.h"
 
-#include <poll.h>
 #include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -153,19 +152,7 @@ void TcpLink::send_notice(cfxResult_t code, const std::string& why) {
   frame += text;
   // A few hundred bytes fit any socket buffer that is not full; if it is
   // full the peer is not reading and would not see the notice anyway.
-  size_t done = 0;
-  const auto give_up = Clock::now() + std::chrono::milliseconds(100);
-  while (done < frame.size() && Clock::now() < give_up) {
-    ssize_t n = ::send(socket_.fd(), frame.data() + done, frame.size() - done, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      pollfd p{socket_.fd(), POLLOUT, 0};
-      (void)::poll(&p, 1, 10);
-    } else {
-      return;
-    }
-  }
+  (void)socket_.send_all(frame.data(), frame.size(), deadline_after_ms(100));
 }
 
 Status TcpLink::read_notice(const Header& h) {
@@ -173,21 +160,10 @@ Status TcpLink::read_notice(const Header& h) {
     return remote_error("corrupt frame from rank " + std::to_string(peer_) + " (notice of " +
                         std::to_string(h.bytes) + " bytes)");
   // The sender wrote header and text in one go: the text is here or close.
+  // Cut short (closed, 1 s), the part that arrived is still the reason.
   std::string text(h.bytes, '\0');
-  size_t done = 0;
-  const auto give_up = Clock::now() + std::chrono::seconds(1);
-  while (done < text.size() && Clock::now() < give_up) {
-    ssize_t n = ::recv(socket_.fd(), text.data() + done, text.size() - done, MSG_DONTWAIT);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      pollfd p{socket_.fd(), POLLIN, 0};
-      (void)::poll(&p, 1, 10);
-    } else {
-      break;
-    }
-  }
-  text.resize(done);
+  (void)socket_.recv_all(text.data(), text.size(), deadline_after_ms(1000));
+  text.resize(strnlen(text.c_str(), text.size()));
   return notice_error(peer_, static_cast<int32_t>(h.reserved), text);
 }
 
