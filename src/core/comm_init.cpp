@@ -16,7 +16,6 @@
 #include "transport/ofi/ofi_setup.h"  // ofi hook
 #endif
 
-#include <sched.h>
 #include <thread>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -59,13 +58,6 @@ static std::string host_label(const RankInfo& r) {
   char tag[8];
   std::snprintf(tag, sizeof tag, "%04x", static_cast<unsigned>(r.host_hash & 0xffff));
   return std::string(r.hostname) + "~" + tag;
-}
-
-static unsigned current_cpu_count() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 static Result<std::string> locate_in_topology(int rank, RankInfo* mine) {
@@ -171,7 +163,8 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
   // it goes straight to yielding, then sleeping.
   int local = 0;
   for (const RankInfo& r : table_) local += r.host_hash == mine.host_hash;
-  const int cores = static_cast<int>(current_cpu_count());
+  const size_t bound = topo::current_cpu_binding().size();
+  const int cores = static_cast<int>(bound > 0 ? bound : std::max(1u, std::thread::hardware_concurrency()));
   const bool oversubscribed = local > cores;
   spin_iterations_ = oversubscribed ? 0 : cfg.spin_iterations;
   if (oversubscribed)

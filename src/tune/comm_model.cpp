@@ -1,6 +1,6 @@
 #include "tune/comm_model.h"
 
-#include <sched.h>
+#include "topo/plan.h"
 
 #include <algorithm>
 
@@ -32,9 +32,7 @@ sim::ClusterModel model_of(const std::vector<RankInfo>& table, bool same_host_tc
   if (regular && m.nranks % m.ranks_per_host == 0) m.host.clear();
   m.same_host_tcp = same_host_tcp;
   // Hosts are assumed alike: ours tells how many cores a host gives its ranks.
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  m.cores_per_host = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  m.cores_per_host = static_cast<int>(topo::current_cpu_binding().size());  // 0 when unknown
   c.apply_to(&m);
   return m;
 }
