@@ -149,7 +149,7 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
 #ifdef CONFLUX_HAVE_OFI
   std::shared_ptr<OfiFabric> ofi;
   if (cfg.transport == TransportChoice::kOfi) {
-    CFX_ASSIGN_OR_RETURN(ofi, ofi_open_endpoint(&mine, nearest));
+    CFX_ASSIGN_OR_RETURN(ofi, ofi_open_endpoint(&mine, data.preferred.name, nearest));
   }
 #else
   if (cfg.transport == TransportChoice::kOfi)

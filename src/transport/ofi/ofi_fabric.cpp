@@ -74,18 +74,18 @@ namespace {
 // The offer whose domain is the nearest NIC (tcp names domains after
 // interfaces, efa and verbs after devices: "rdmap16s27-rdm", "mlx5_0"), else
 // the provider's first choice. Returns a copy; the list is freed.
-fi_info* pick_domain(fi_info* list, const std::vector<std::string>& nearest) {
+fi_info* pick_domain(fi_info* list, const std::vector<std::string>& preferred) {
   fi_info* pick = nullptr;
-  for (const std::string& want : nearest) {
+  for (const std::string& want : preferred) {
     for (fi_info* i = list; i != nullptr && pick == nullptr && !want.empty(); i = i->next) {
       const char* d = i->domain_attr != nullptr ? i->domain_attr->name : nullptr;
       if (d != nullptr && std::strncmp(d, want.c_str(), want.size()) == 0) pick = i;
     }
   }
-  const bool nearest_found = pick != nullptr;
+  const bool found = pick != nullptr;
   if (pick == nullptr) pick = list;
   CFX_INFO(kNet, "libfabric: domain %s (%s)", pick->domain_attr->name ? pick->domain_attr->name : "?",
-           nearest_found ? "the nearest NIC" : "the provider's first offer; none is the nearest NIC");
+           found ? "the data interface or nearest NIC" : "the provider's first offer; none is preferred");
   fi_info* chosen = fi_dupinfo(pick);
   fi_freeinfo(list);
   return chosen;
@@ -93,7 +93,7 @@ fi_info* pick_domain(fi_info* list, const std::vector<std::string>& nearest) {
 }  // namespace
 
 Result<std::shared_ptr<OfiFabric>> OfiFabric::open(const std::string& provider,
-                                                   const std::vector<std::string>& nearest_nic) {
+                                                   const std::vector<std::string>& preferred) {
   fi_info* info = nullptr;
   int ret = -FI_ENODATA;
   // Manual progress first (we drive it anyway); a provider that only
@@ -121,7 +121,7 @@ Result<std::shared_ptr<OfiFabric>> OfiFabric::open(const std::string& provider,
                          fi_strerror(-ret) + "); " + offered_providers() +
                          ". Set CONFLUX_OFI_PROVIDER to one of them");
   }
-  info = pick_domain(info, nearest_nic);
+  info = pick_domain(info, preferred);
   if (info == nullptr) return internal_error("libfabric: fi_dupinfo failed");
   std::shared_ptr<OfiFabric> f(new OfiFabric());
   Status st = f->init(info);  // takes ownership of info
@@ -133,6 +133,7 @@ Status OfiFabric::init(fi_info* info) {
   info_ = info;
   provider_ = info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "?";
   max_msg_size_ = info->ep_attr->max_msg_size;
+  inject_size_ = info->tx_attr != nullptr ? info->tx_attr->inject_size : 0;
   const uint64_t mr_mode = static_cast<uint64_t>(info->domain_attr->mr_mode);
   const char* force = std::getenv("CONFLUX_OFI_MR");  // "always": register even if not required (tests)
   register_ = (mr_mode & FI_MR_LOCAL) != 0 || (force != nullptr && std::strcmp(force, "always") == 0);
@@ -196,8 +197,8 @@ Status OfiFabric::init(fi_info* info) {
     CFX_WARN(kNet, "libfabric shm provider: a peer killed mid-send can leave a lock held in shared memory and hang "
                    "survivors inside fi_tsend (libfabric 1.17); CONFLUX_TRANSPORT=auto (conflux's own shared "
                    "memory) has no such lock");
-  CFX_INFO(kNet, "libfabric %s: max_msg_size %zu, mr_mode 0x%llx%s, %s", provider_.c_str(), max_msg_size_,
-           static_cast<unsigned long long>(mr_mode), register_ ? " (registering buffers)" : "",
+  CFX_INFO(kNet, "libfabric %s: max_msg_size %zu, inject_size %zu, mr_mode 0x%llx%s, %s", provider_.c_str(),
+           max_msg_size_, inject_size_, static_cast<unsigned long long>(mr_mode), register_ ? " (registering buffers)" : "",
            cq_fd_ >= 0 ? "CQ wait fd" : "polled CQ");
   return Status::Ok();
 }
@@ -283,6 +284,15 @@ Status OfiFabric::post_send(const void* buf, size_t len, fi_addr_t dest, uint64_
   if (ret) return ofi_error("fi_tsend", static_cast<int>(ret));
   req->posted = true;
   if (!req->standing) ++in_flight_;
+  return Status::Ok();
+}
+
+Status OfiFabric::inject(const void* buf, size_t len, fi_addr_t dest, uint64_t tag, bool* posted) {
+  *posted = false;
+  ssize_t ret = fi_tinject(ep_, buf, len, dest, tag);
+  if (ret == -FI_EAGAIN) return Status::Ok();
+  if (ret) return ofi_error("fi_tinject", static_cast<int>(ret));
+  *posted = true;
   return Status::Ok();
 }
 

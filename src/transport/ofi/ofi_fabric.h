@@ -41,10 +41,10 @@ struct OfiReq {
 class OfiFabric {
  public:
   // provider: FI_PROVIDER style ("tcp;ofi_rxm", "shm", "efa"), "" = libfabric's first choice.
-  // nearest_nic: names of this rank's nearest NIC (device, interface); the
-  // domain of that NIC is preferred when the provider offers several.
+  // preferred: domain names in order of preference (an interface, a NIC
+  // device); the first one offered wins, else the provider's first offer.
   static Result<std::shared_ptr<OfiFabric>> open(const std::string& provider,
-                                                 const std::vector<std::string>& nearest_nic = {});
+                                                 const std::vector<std::string>& preferred = {});
   ~OfiFabric();
   OfiFabric(const OfiFabric&) = delete;
   OfiFabric& operator=(const OfiFabric&) = delete;
@@ -60,6 +60,10 @@ class OfiFabric {
   // provider is out of resources (-FI_EAGAIN): try again after poll().
   Status post_send(const void* buf, size_t len, fi_addr_t dest, uint64_t tag, OfiReq* req);
   Status post_recv(void* buf, size_t len, uint64_t tag, OfiReq* req);
+  // A send of at most inject_size() bytes that completes on return, with no
+  // completion to read (fi_tinject). *posted == false: out of resources.
+  Status inject(const void* buf, size_t len, fi_addr_t dest, uint64_t tag, bool* posted);
+  size_t inject_size() const { return inject_size_; }
   // Reads the CQ (drives the provider); sets *progressed when anything completed.
   Status poll(bool* progressed);
   // The CQ's wait descriptor (FI_WAIT_FD) when it is safe to sleep on it now,
@@ -84,6 +88,7 @@ class OfiFabric {
   std::string provider_;
   std::string name_;
   size_t max_msg_size_ = 0;
+  size_t inject_size_ = 0;  // tx_attr->inject_size; 0: no inject
   bool register_ = false;     // FI_MR_LOCAL (or CONFLUX_OFI_MR=always): pass MR descriptors
   bool mr_endpoint_ = false;  // FI_MR_ENDPOINT: bind each MR to the endpoint
   fi_info* info_ = nullptr;

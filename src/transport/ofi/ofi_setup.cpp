@@ -26,9 +26,10 @@ size_t inline_bytes() { return std::min(OfiLink::kInline, config().ofi_inline_by
 
 }  // namespace
 
-Result<std::shared_ptr<OfiFabric>> ofi_open_endpoint(RankInfo* mine, const std::string& nearest_ifname) {
+Result<std::shared_ptr<OfiFabric>> ofi_open_endpoint(RankInfo* mine, const std::string& data_ifname,
+                                                     const std::string& nearest_ifname) {
   CFX_ASSIGN_OR_RETURN(std::shared_ptr<OfiFabric> fabric,
-                       OfiFabric::open(config().ofi_provider, {mine->topo_nic, nearest_ifname}));
+                       OfiFabric::open(config().ofi_provider, {data_ifname, mine->topo_nic, nearest_ifname}));
   const std::string& name = fabric->local_name();
   if (name.size() > sizeof mine->ofi_name)
     return internal_error("libfabric " + fabric->provider() + " endpoint name has " + std::to_string(name.size()) +

@@ -13,10 +13,13 @@
 
 namespace conflux {
 
-// Opens the provider named by CONFLUX_OFI_PROVIDER, on the domain of the
-// nearest NIC (mine->topo_nic, or its interface name) when offered, and
-// writes our address into mine.
-Result<std::shared_ptr<OfiFabric>> ofi_open_endpoint(RankInfo* mine, const std::string& nearest_ifname);
+// Opens the provider named by CONFLUX_OFI_PROVIDER and writes our address
+// into mine. Domain preference: the interface TCP data uses (data_ifname:
+// the user's CONFLUX_SOCKET_IFNAME, lo for a loopback rendezvous, else the
+// nearest NIC's interface), then the nearest NIC's device (mine->topo_nic,
+// e.g. an EFA device), then nearest_ifname.
+Result<std::shared_ptr<OfiFabric>> ofi_open_endpoint(RankInfo* mine, const std::string& data_ifname,
+                                                     const std::string& nearest_ifname);
 
 // Replaces every peer's link by an OfiLink (and clears use_shm/use_tcp for them).
 Status ofi_connect_peers(const std::shared_ptr<OfiFabric>& fabric, const std::vector<RankInfo>& table, int rank,
