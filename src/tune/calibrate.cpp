@@ -148,6 +148,8 @@ bool measure_tcp(double* lat_us, double* gbps) {
   return ok;
 }
 
+}  // namespace
+
 std::string host_key() {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -162,6 +164,8 @@ void mkdirs(const std::string& path) {
   for (size_t i = 1; i <= path.size(); ++i)
     if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
 }
+
+namespace {
 
 bool env_is_off(const char* name) {
   const char* v = std::getenv(name);
@@ -238,20 +242,17 @@ Constants measure_constants() {
   return c;
 }
 
-std::string cache_file() {
+std::string cache_dir() {
   const char* dir = std::getenv("CONFLUX_TUNE_CACHE");
-  std::string d;
-  if (dir && *dir) {
-    if (env_is_off("CONFLUX_TUNE_CACHE")) return "";
-    d = dir;
-  } else if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) {
-    d = std::string(xdg) + "/conflux";
-  } else if (const char* home = std::getenv("HOME"); home && *home) {
-    d = std::string(home) + "/.cache/conflux";
-  } else {
-    return "";
-  }
-  return d + "/tune-" + host_key() + ".txt";
+  if (dir && *dir) return env_is_off("CONFLUX_TUNE_CACHE") ? "" : std::string(dir);
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/conflux";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/conflux";
+  return "";
+}
+
+std::string cache_file() {
+  const std::string d = cache_dir();
+  return d.empty() ? "" : d + "/tune-" + host_key() + ".txt";
 }
 
 Constants machine_constants() {

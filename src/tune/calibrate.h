@@ -34,7 +34,14 @@ Constants measure_constants();
 // Cached constants for this host: from the cache file, else measured and
 // stored. Thread-safe; the result is memoised for the process.
 Constants machine_constants();
-// The cache file for this host ("" when caching is off).
+// The directory of per-host caches: CONFLUX_TUNE_CACHE (0/off/none: no
+// caching, ""), else $XDG_CACHE_HOME/conflux, else ~/.cache/conflux.
+std::string cache_dir();
+// The constants' cache file for this host ("" when caching is off).
 std::string cache_file();
+// This host's name in cache file names (CONFLUX_HOSTID overrides the hostname).
+std::string host_key();
+// mkdir -p.
+void mkdirs(const std::string& path);
 
 }  // namespace conflux::tune

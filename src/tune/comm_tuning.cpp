@@ -1,6 +1,7 @@
 #include "tune/comm_tuning.h"
 
 #include "core/log.h"
+#include "tune/measured_table.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -52,15 +53,30 @@ Tuner* find_tuner(const void* comm, uint64_t comm_id) {
   return it != registry().end() && it->second.comm_id == comm_id ? it->second.tuner.get() : nullptr;
 }
 
-Result<Tuner*> install_tuner(const void* comm, uint64_t comm_id, sim::ClusterModel model, const std::string& algo_spec) {
+Result<Tuner*> install_tuner(const void* comm, uint64_t comm_id, sim::ClusterModel model, const std::string& algo_spec,
+                             const std::string& layout) {
   CFX_ASSIGN_OR_RETURN(AlgoFilter filter, AlgoFilter::parse(algo_spec));
   CFX_INFO(kTune, "tuner: %s%s%s", model.describe().c_str(), algo_spec.empty() ? "" : ", CONFLUX_ALGO=",
            algo_spec.c_str());
+  AlgoFilter measured;
+  const std::string table = tuning_enabled() ? measured_table_file() : "";
+  if (!table.empty()) {
+    CFX_ASSIGN_OR_RETURN(measured, load_measured_table(table, layout));
+    if (!measured.rules.empty())
+      CFX_INFO(kTune, "tuner: measured table %s for %s: %s", table.c_str(), layout.c_str(), measured.spec.c_str());
+  }
   std::lock_guard lock(registry_mutex());
   Slot& slot = registry()[comm];
   slot.comm_id = comm_id;
   slot.tuner = std::make_unique<Tuner>(std::move(model), std::move(filter), tuning_enabled());
+  if (!measured.rules.empty()) slot.tuner->set_measured(std::move(measured), "table " + table);
   return slot.tuner.get();
+}
+
+Tuner* tuner_of(const void* comm) {
+  std::lock_guard lock(registry_mutex());
+  auto it = registry().find(comm);
+  return it != registry().end() ? it->second.tuner.get() : nullptr;
 }
 
 }  // namespace conflux::tune

@@ -27,6 +27,12 @@ ConstantsArray to_array(const Constants& c);
 Constants from_array(const ConstantsArray& a, const std::string& source);
 
 Tuner* find_tuner(const void* comm, uint64_t comm_id);
-Result<Tuner*> install_tuner(const void* comm, uint64_t comm_id, sim::ClusterModel model, const std::string& algo_spec);
+// layout: measured_table.h's layout_key; the measured table's entry for it,
+// if any, is loaded into the tuner.
+Result<Tuner*> install_tuner(const void* comm, uint64_t comm_id, sim::ClusterModel model, const std::string& algo_spec,
+                             const std::string& layout);
+// The tuner of comm whatever its id (`conflux tune`); nullptr before the
+// first collective that needed one.
+Tuner* tuner_of(const void* comm);
 
 }  // namespace conflux::tune

@@ -102,10 +102,20 @@ Result<Decision> decide(const algo::CollArgs& args, const sim::ClusterModel& m, 
     if (in_usable && (!best || p.sim.time_us < best->sim.time_us)) best = &p;
   }
   if (!best) return internal_error(std::string(coll_name(a.coll)) + ": every candidate failed to simulate");
+  // A measured choice beats the model's guess; the user's rule beats both.
+  const Prediction* modelled = best;
+  const AlgoRule* measured = rule == nullptr && opt.measured != nullptr ? opt.measured->rule_for(a.coll, bytes) : nullptr;
+  if (measured != nullptr && measured->names.size() == 1) {
+    for (const Prediction& p : d.predictions)
+      if (p.why_not.empty() && p.algo == measured->names[0]) best = &p;
+  }
   for (const Candidate* c : usable)
     if (c->name == best->algo) d.chosen = c;
-  char buf[256];
-  if (!opt.use_model) {
+  char buf[320];
+  if (best != modelled || (measured != nullptr && measured->names.size() == 1 && measured->names[0] == best->algo)) {
+    std::snprintf(buf, sizeof buf, "%s measured fastest on this host (%s); the model predicted %s (%.1f us)",
+                  best->algo.c_str(), opt.measured_source.c_str(), modelled->algo.c_str(), modelled->sim.time_us);
+  } else if (!opt.use_model) {
     std::snprintf(buf, sizeof buf, "%s: first usable algorithm (CONFLUX_TUNE=0, no cost model)", best->algo.c_str());
   } else if (usable.size() == 1) {
     std::snprintf(buf, sizeof buf, "%s is the only usable algorithm%s", best->algo.c_str(),
@@ -130,11 +140,45 @@ Result<const Candidate*> Tuner::choose(const algo::CollArgs& a) {
   if (it != memo_.end()) return it->second;
   DecideOptions opt;
   opt.use_model = use_model_;
+  if (!measured_.rules.empty()) {
+    opt.measured = &measured_;
+    opt.measured_source = measured_source_;
+  }
   CFX_ASSIGN_OR_RETURN(Decision d, decide(a, model_, filter_, opt));
   CFX_INFO(kTune, "%s %zu bytes on %d ranks (%d hosts): %s — %s", coll_name(a.coll), call_bytes(a), model_.nranks,
            model_.nhosts(), d.chosen->name.c_str(), d.reason.c_str());
   memo_[key] = d.chosen;
   return d.chosen;
+}
+
+void Tuner::set_measured(AlgoFilter table, std::string source) {
+  std::lock_guard lock(mutex_);
+  measured_ = std::move(table);
+  measured_source_ = std::move(source);
+  memo_.clear();
+}
+
+void Tuner::set_filter(AlgoFilter filter) {
+  std::lock_guard lock(mutex_);
+  filter_ = std::move(filter);
+  memo_.clear();
+}
+
+Result<std::vector<std::string>> Tuner::usable(const algo::CollArgs& args) {
+  algo::CollArgs a = args;
+  a.nranks = model_.nranks;
+  fill_hosts(&a, model_);
+  std::vector<std::string> names;
+  for (const Candidate* c : candidates_for(a.coll))
+    if (!c->cannot_serve || c->cannot_serve(a, model_).empty()) names.push_back(c->name);
+  return names;
+}
+
+Result<std::string> Tuner::modelled_choice(const algo::CollArgs& a) {
+  DecideOptions opt;
+  opt.use_model = use_model_;
+  CFX_ASSIGN_OR_RETURN(Decision d, decide(a, model_, AlgoFilter{}, opt));
+  return d.chosen->name;
 }
 
 }  // namespace conflux::tune

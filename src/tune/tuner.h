@@ -31,6 +31,10 @@ struct DecideOptions {
   size_t max_steps = 400'000;  // simulation budget per candidate (chunks coarsen above it)
   bool simulate_single = false;  // simulate even when only one candidate is usable (for plan)
   bool use_model = true;         // false (CONFLUX_TUNE=0): the first usable candidate, no simulation
+  // Measured table for this layout (measured_table.h): where it names a
+  // usable algorithm and CONFLUX_ALGO has no rule, it wins over the model.
+  const AlgoFilter* measured = nullptr;
+  std::string measured_source;  // the table's file, for the reason line
 };
 
 Result<Decision> decide(const algo::CollArgs& a, const sim::ClusterModel& m, const AlgoFilter& f,
@@ -51,10 +55,20 @@ class Tuner {
       : model_(std::move(model)), filter_(std::move(filter)), use_model_(use_model) {}
   Result<const Candidate*> choose(const algo::CollArgs& a);
   const sim::ClusterModel& model() const { return model_; }
+  // Use a measured table (from `conflux tune`) for this communicator's layout.
+  void set_measured(AlgoFilter table, std::string source);
+  // Replace the CONFLUX_ALGO filter (`conflux tune` forces each algorithm in turn).
+  void set_filter(AlgoFilter filter);
+  // The algorithms that can serve a, ignoring CONFLUX_ALGO and the table.
+  Result<std::vector<std::string>> usable(const algo::CollArgs& a);
+  // The cost model's own choice for a, ignoring CONFLUX_ALGO and the table.
+  Result<std::string> modelled_choice(const algo::CollArgs& a);
 
  private:
   sim::ClusterModel model_;
   AlgoFilter filter_;
+  AlgoFilter measured_;
+  std::string measured_source_;
   bool use_model_ = true;
   std::mutex mutex_;
   std::map<std::pair<int, size_t>, const Candidate*> memo_;

@@ -33,3 +33,19 @@ echo "$out" | grep -q "TUNE allreduce 1024 bytes on 2 ranks (1 hosts): tree" || 
 echo "$out" | grep -q "TUNE allreduce 65536 bytes on 2 ranks (1 hosts): ring" || { echo "$out"; echo "FAIL: range rule"; exit 1; }
 echo "$out" | grep -q "Out of bounds values : 0 OK" || { echo "$out"; echo "FAIL: wrong values"; exit 1; }
 echo "ok: UCC-style size ranges choose per size, results correct"
+
+# `conflux tune --write` measures each algorithm and stores the fastest per
+# size; a later communicator of the same layout takes the measured choice.
+table=$(mktemp -d)/algos.txt
+out=$(CONFLUX_TUNE_TABLE="$table" CONFLUX_TRANSPORT=tcp "$tool" run -n 2 --timeout 120 -- \
+      "$tool" tune --colls broadcast,allreduce -b 64 -e 4K -f 8 -r 1 --write 2>&1)
+echo "$out" | grep -q "written to $table" || { echo "$out"; echo "FAIL: tune --write"; exit 1; }
+entry=$(grep "^ranks=2,hosts=1,transport=tcp,shm_coll=1 " "$table") || { cat "$table"; echo "FAIL: no entry"; exit 1; }
+bcast=$(echo "$out" | awk '$2 == "broadcast" && $3 == 4096 {print $5}')
+[ -n "$bcast" ] || { echo "$out"; echo "FAIL: no broadcast 4096 row"; exit 1; }
+out=$(CONFLUX_TUNE_TABLE="$table" CONFLUX_TRANSPORT=tcp CONFLUX_DEBUG=INFO CONFLUX_DEBUG_SUBSYS=TUNE \
+      "$tool" run -n 2 --timeout 60 -- "$tool" perf broadcast -b 4K -e 4K -n 1 -w 0 -c 1 2>&1)
+echo "$out" | grep -q "TUNE broadcast 4096 bytes on 2 ranks (1 hosts): $bcast — $bcast measured fastest on this host" \
+  || { echo "$out"; echo "FAIL: measured choice ($bcast) not taken"; exit 1; }
+echo "$out" | grep -q "Out of bounds values : 0 OK" || { echo "$out"; echo "FAIL: wrong values"; exit 1; }
+echo "ok: conflux tune stores ${entry%% *}; the next communicator takes $bcast for broadcast 4 KiB"

@@ -3,6 +3,7 @@
 #include "tune/algo_filter.h"
 #include "tune/calibrate.h"
 #include "tune/comm_model.h"
+#include "tune/measured_table.h"
 #include "tune/tuner.h"
 
 #include <gtest/gtest.h>
@@ -128,6 +129,85 @@ TEST(TunerTest, MemoisesPerSize) {
   auto b = t.choose(args(Coll::kAllGather, 4096));
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(*a, *b);
+}
+
+// A measured choice wins over the model where it can serve the call; the
+// user's CONFLUX_ALGO rule wins over both; an unusable one falls back.
+TEST(TunerTest, MeasuredTablePrecedence) {
+  const auto a = args(Coll::kAllReduce, 1 << 20);
+  auto modelled = decide(a, model(1, 4), AlgoFilter{});
+  ASSERT_TRUE(modelled.ok());
+  std::string other;
+  for (const Prediction& p : modelled->predictions)
+    if (p.why_not.empty() && p.algo != modelled->chosen->name) other = p.algo;
+  ASSERT_FALSE(other.empty());
+
+  auto table = AlgoFilter::parse("allreduce:0-64K:" + modelled->chosen->name + "#allreduce:64K-inf:" + other);
+  ASSERT_TRUE(table.ok());
+  DecideOptions opt;
+  opt.measured = &*table;
+  opt.measured_source = "table t";
+  auto d = decide(a, model(1, 4), AlgoFilter{}, opt);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->chosen->name, other);
+  EXPECT_NE(d->reason.find("measured fastest on this host (table t)"), std::string::npos) << d->reason;
+  EXPECT_NE(d->reason.find("the model predicted " + modelled->chosen->name), std::string::npos) << d->reason;
+
+  auto user = AlgoFilter::parse("allreduce:" + modelled->chosen->name);
+  ASSERT_TRUE(user.ok());
+  d = decide(a, model(1, 4), *user, opt);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->chosen->name, modelled->chosen->name);
+
+  // hier cannot serve one host: the model's choice stands.
+  auto unusable = AlgoFilter::parse("allreduce:hier");
+  ASSERT_TRUE(unusable.ok());
+  opt.measured = &*unusable;
+  d = decide(a, model(1, 4), AlgoFilter{}, opt);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->chosen->name, modelled->chosen->name);
+  EXPECT_EQ(d->reason.find("measured"), std::string::npos) << d->reason;
+}
+
+TEST(MeasuredTableTest, StoreReplaceLoad) {
+  auto dir = std::filesystem::temp_directory_path() / ("cfx_table_" + std::to_string(getpid()));
+  const std::string path = (dir / "sub" / "algos.txt").string();
+  const std::string k2 = layout_key(2, 1, "tcp", false), k4 = layout_key(4, 2, "auto", true);
+  EXPECT_NE(k2, k4);
+  auto none = load_measured_table(path, k2);  // no file yet
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->rules.empty());
+
+  ASSERT_TRUE(store_measured_table(path, k2, "allreduce:0-1K:rd#allreduce:1K-inf:ring").ok());
+  ASSERT_TRUE(store_measured_table(path, k4, "broadcast:0-inf:chain").ok());
+  ASSERT_TRUE(store_measured_table(path, k2, "allreduce:0-inf:tree").ok());  // replaces k2's entry
+  auto t2 = load_measured_table(path, k2);
+  ASSERT_TRUE(t2.ok()) << t2.status().message();
+  ASSERT_NE(t2->rule_for(Coll::kAllReduce, 10), nullptr);
+  EXPECT_EQ(t2->rule_for(Coll::kAllReduce, 10)->names, std::vector<std::string>{"tree"});
+  auto t4 = load_measured_table(path, k4);
+  ASSERT_TRUE(t4.ok());
+  EXPECT_EQ(t4->rule_for(Coll::kBroadcast, 1 << 20)->names, std::vector<std::string>{"chain"});
+  EXPECT_EQ(t4->rule_for(Coll::kAllReduce, 10), nullptr);
+  std::ifstream in(path);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(all.find("allreduce:0-1K:rd"), std::string::npos) << all;  // the replaced entry is gone
+
+  EXPECT_FALSE(store_measured_table(path, k2, "allreduce:0-:ring").ok());  // not stored when malformed
+  {
+    std::ofstream bad(path, std::ios::app);
+    bad << layout_key(8, 1, "shm", false) << " allreduce:0-:ring\n";
+  }
+  auto broken = load_measured_table(path, layout_key(8, 1, "shm", false));
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.status().message().find(path), std::string::npos) << broken.status().message();
+
+  setenv("CONFLUX_TUNE_TABLE", "off", 1);
+  EXPECT_EQ(measured_table_file(), "");
+  setenv("CONFLUX_TUNE_TABLE", path.c_str(), 1);
+  EXPECT_EQ(measured_table_file(), path);
+  unsetenv("CONFLUX_TUNE_TABLE");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CalibrateTest, TextRoundTripAndCache) {
