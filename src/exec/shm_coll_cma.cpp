@@ -82,15 +82,19 @@ Status ShmCollImpl::run_cma(const OpDesc& op, int parity) {
 
   switch (op.coll) {
     case Coll::kAllReduce: {
+      // Reduce-scatter, then push: each reduced chunk, still in cache, is
+      // written into every peer's output at once. Against reading the
+      // peers' reduced slices afterwards this saves a pass over memory and
+      // the barrier between the phases. Safe in place too: only this rank
+      // reads (any rank's) input at this slice, and it has read each chunk
+      // before it writes it.
       size_t lo = slice_begin(op.count, n, me) * elem, hi = slice_begin(op.count, n, me + 1) * elem;
-      CFX_RETURN_IF_ERROR(cr.reduce_slice(recv + lo, send + lo, lo, hi - lo, send_of, no_sink));
-      publish(k * 4 + kMidway);
-      CFX_RETURN_IF_ERROR(wait_for(k * 4 + kMidway, -1, "finish reducing its slice"));
-      for (int p = 0; p < n; ++p) {
-        if (p == me) continue;
-        size_t plo = slice_begin(op.count, n, p) * elem, phi = slice_begin(op.count, n, p + 1) * elem;
-        CFX_RETURN_IF_ERROR(cma_read(p, cr.peer_recv(p) + plo, recv + plo, phi - plo));
-      }
+      auto to_peers = [&](uint8_t* reduced, size_t off, size_t len) {
+        for (int p = 0; p < n; ++p)
+          if (p != me) CFX_RETURN_IF_ERROR(cma_write(p, cr.peer_recv(p) + lo + off, reduced, len));
+        return Status::Ok();
+      };
+      CFX_RETURN_IF_ERROR(cr.reduce_slice(recv + lo, send + lo, lo, hi - lo, send_of, to_peers));
       break;
     }
     case Coll::kReduce: {
