@@ -128,11 +128,23 @@ Status ShmCollImpl::run_cma(const OpDesc& op, int parity) {
       }
       waits_on = me == op.root ? n : op.root;  // the root reads; nobody reads the root
       break;
-    case Coll::kBroadcast:
-      if (me != op.root) CFX_RETURN_IF_ERROR(cma_read(op.root, cr.peer_send(op.root), recv, block));
-      else if (send != recv) std::memcpy(recv, send, block);
-      waits_on = me == op.root ? -1 : n;  // only the root's buffer is read
+    case Coll::kBroadcast: {
+      // The root would idle while the others copy: it writes the last 1/n
+      // of every peer's output itself, and each peer reads the rest, so
+      // n cores share the copies (at 2 ranks, half each instead of one
+      // core copying everything).
+      const size_t pushed = block / elem / static_cast<size_t>(n) * elem;
+      const size_t pulled = block - pushed;
+      if (me != op.root) {
+        CFX_RETURN_IF_ERROR(cma_read(op.root, cr.peer_send(op.root), recv, pulled));
+      } else {
+        if (send != recv) std::memcpy(recv, send, block);
+        for (int p = 0; p < n; ++p)
+          if (p != me) CFX_RETURN_IF_ERROR(cma_write(p, cr.peer_recv(p) + pulled, send + pulled, pushed));
+      }
+      waits_on = me == op.root ? -1 : op.root;  // peers wait for the root's writes; the root, for their reads
       break;
+    }
     case Coll::kScatter:
       if (me != op.root) CFX_RETURN_IF_ERROR(cma_read(op.root, cr.peer_send(op.root) + at(block, me), recv, block));
       else if (send + at(block, me) != recv) std::memcpy(recv, send + at(block, me), block);
