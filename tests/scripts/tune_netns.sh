@@ -48,7 +48,7 @@ for h in 2 4 8; do
   net_lat=$(echo "$line" | sed -E 's/.*net ([0-9.]+)us.*/\1/')
   net_bw=$(echo "$line" | sed -E 's/.*net [0-9.]+us ([0-9.]+)GB\/s.*/\1/')
   for a in ring tree; do
-    meas=$(CONFLUX_ALGO=allreduce:$a cfx_run_cluster "$h" 1 timeout 300 "$tool" perf allreduce -b 8 -e 2M -f 8 -n 5 -w 2 -c 0 2>&1)
+    meas=$(CONFLUX_ALGO=allreduce:$a cfx_run_cluster "$h" 1 timeout 300 "$tool" perf allreduce -b 8 -e 2M -f 8 -n 50 -w 5 -c 0 2>&1)
     pred=$("$tool" sim --hosts "$h" --ranks-per-host 1 --intra-lat 1 --intra-bw 10 --net-lat "$net_lat" --net-bw "$net_bw" \
            -b 8 -e 2M -f 8 --algo "allreduce:$a" -q 2>/dev/null)
     for s in 8 4096 262144 2097152; do
