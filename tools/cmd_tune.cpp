@@ -194,8 +194,7 @@ int run_tune(const TuneOptions& o) {
                            "fast path serves every call; CONFLUX_SHM_COLL=0 turns it off)\n", t.nranks);
     return done(t.nranks < 2 ? 0 : 2);
   }
-  const std::string layout = tune::layout_key(t.nranks, t.tuner->model().nhosts(),
-                                              std::array{"auto", "tcp", "shm", "ofi"}[static_cast<int>(config().transport)],
+  const std::string layout = tune::layout_key(t.nranks, t.tuner->model().nhosts(), transport_name(config().transport),
                                               config().shm_collectives);
   if (t.rank == 0) std::printf("# conflux tune: %s, %d round(s), slowest rank's time per call\n", layout.c_str(), o.rounds);
   std::string rules;

@@ -273,9 +273,8 @@ Status cfxComm::run_collective(const OpDesc& op) {
       if (!(partner > 0 && tune::tuning_enabled() && (i == 4 || i == 5))) sum[i] /= nranks_;
     tune::Constants agreed = tune::from_array(sum, mine.source + ", averaged over ranks");
     sim::ClusterModel model = tune::model_of(table_, cfg.transport == TransportChoice::kTcp, agreed);
-    static constexpr const char* kTransportNames[] = {"auto", "tcp", "shm", "ofi"};
-    const std::string layout = tune::layout_key(nranks_, model.nhosts(), kTransportNames[static_cast<int>(cfg.transport)],
-                                                cfg.shm_collectives);
+    const std::string layout =
+        tune::layout_key(nranks_, model.nhosts(), transport_name(cfg.transport), cfg.shm_collectives);
     return tune::install_tuner(this, id_.comm_id, std::move(model), cfg.algo, layout);
   };
   if (shm_coll_ && shm_coll_->handles(op)) {

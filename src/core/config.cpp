@@ -78,6 +78,16 @@ std::deque<Config>& configs() {
 
 }  // namespace
 
+const char* transport_name(TransportChoice t) {
+  switch (t) {
+    case TransportChoice::kTcp: return "tcp";
+    case TransportChoice::kShm: return "shm";
+    case TransportChoice::kOfi: return "ofi";
+    case TransportChoice::kAuto: break;
+  }
+  return "auto";
+}
+
 const Config& config() {
   std::lock_guard lock(g_mutex);
   if (configs().empty()) configs().push_back(parse());

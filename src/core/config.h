@@ -9,6 +9,8 @@
 namespace conflux {
 
 enum class TransportChoice { kAuto, kTcp, kShm, kOfi };
+// "auto", "tcp", "shm", "ofi": as CONFLUX_TRANSPORT spells them.
+const char* transport_name(TransportChoice t);
 
 struct Config {
   int64_t timeout_ms = 0;         // CONFLUX_TIMEOUT (s): per-operation deadline; 0 = none
