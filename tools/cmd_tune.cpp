@@ -7,6 +7,7 @@
 // which later communicators of the same layout prefer over the cost model.
 #include "command_registry.h"
 
+#include "core/comm.h"
 #include "core/config.h"
 #include "tune/algo_filter.h"
 #include "tune/comm_tuning.h"
@@ -188,10 +189,13 @@ int run_tune(const TuneOptions& o) {
     return done(1);
   }
   t.tuner = tune::tuner_of(t.comm);
-  if (t.tuner == nullptr) {
+  if (t.tuner == nullptr || t.comm->has_shm_collectives()) {
     if (t.rank == 0)
-      std::fprintf(stderr, "conflux tune: no algorithm to choose on %d rank(s) here (one rank, or the intra-host "
-                           "fast path serves every call; CONFLUX_SHM_COLL=0 turns it off)\n", t.nranks);
+      std::fprintf(stderr, "conflux tune: %s\n",
+                   t.comm->has_shm_collectives()
+                       ? "the intra-host fast path serves every collective here, so no algorithm is chosen "
+                         "(CONFLUX_SHM_COLL=0 turns it off to tune the schedules)"
+                       : "one rank: no algorithm to choose");
     return done(t.nranks < 2 ? 0 : 2);
   }
   const std::string layout = tune::layout_key(t.nranks, t.tuner->model().nhosts(), transport_name(config().transport),

@@ -41,6 +41,9 @@ struct cfxComm {
   const std::vector<int>& ring() const { return ring_; }
   const conflux::UniqueIdData& id() const { return id_; }
   std::string link_kind(int peer) const;
+  // The intra-host fast path serves this communicator's collectives (the
+  // tuner's schedules then do not run).
+  bool has_shm_collectives() const { return shm_coll_ != nullptr; }
 
   // Runs ops (one, or a group) in order; blocking.
   conflux::Status run(std::vector<conflux::OpDesc> ops);

@@ -61,9 +61,16 @@ Result<Tuner*> install_tuner(const void* comm, uint64_t comm_id, sim::ClusterMod
   AlgoFilter measured;
   const std::string table = tuning_enabled() ? measured_table_file() : "";
   if (!table.empty()) {
-    CFX_ASSIGN_OR_RETURN(measured, load_measured_table(table, layout));
-    if (!measured.rules.empty())
+    // The table only speeds choices up: a damaged one is reported and
+    // ignored rather than failing the job.
+    auto loaded = load_measured_table(table, layout);
+    if (!loaded.ok()) {
+      CFX_WARN(kTune, "ignoring the measured table: %s (rerun `conflux tune --write` to replace the entry)",
+               loaded.status().message().c_str());
+    } else if (!loaded->rules.empty()) {
+      measured = std::move(loaded).value();
       CFX_INFO(kTune, "tuner: measured table %s for %s: %s", table.c_str(), layout.c_str(), measured.spec.c_str());
+    }
   }
   std::lock_guard lock(registry_mutex());
   Slot& slot = registry()[comm];

@@ -49,3 +49,20 @@ echo "$out" | grep -q "TUNE broadcast 4096 bytes on 2 ranks (1 hosts): $bcast â€
   || { echo "$out"; echo "FAIL: measured choice ($bcast) not taken"; exit 1; }
 echo "$out" | grep -q "Out of bounds values : 0 OK" || { echo "$out"; echo "FAIL: wrong values"; exit 1; }
 echo "ok: conflux tune stores ${entry%% *}; the next communicator takes $bcast for broadcast 4 KiB"
+
+# Where the intra-host fast path serves every call there is nothing to tune: say so.
+set +e
+out=$("$tool" run -n 2 --timeout 60 -- "$tool" tune --colls broadcast -b 64 -e 64 2>&1); rc=$?
+set -e
+[ "$rc" -ne 0 ] && echo "$out" | grep -q "intra-host fast path serves every collective" \
+  || { echo "$out"; echo "FAIL: tune under the fast path (rc $rc)"; exit 1; }
+echo "ok: tune refuses when the intra-host fast path serves every call"
+
+# A damaged table entry is reported and ignored; the job still runs correctly.
+echo "ranks=2,hosts=1,transport=tcp,shm_coll=1 allreduce:0-:ring" >> "$table"
+out=$(CONFLUX_TUNE_TABLE="$table" CONFLUX_TRANSPORT=tcp "$tool" run -n 2 --timeout 60 -- \
+      "$tool" perf allreduce -b 1K -e 1K -n 1 -w 0 -c 1 2>&1)
+echo "$out" | grep -q "WARN TUNE ignoring the measured table: measured table $table" \
+  || { echo "$out"; echo "FAIL: no warning for a damaged table"; exit 1; }
+echo "$out" | grep -q "Out of bounds values : 0 OK" || { echo "$out"; echo "FAIL: wrong values"; exit 1; }
+echo "ok: a damaged measured table is reported and ignored"
