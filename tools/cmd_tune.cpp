@@ -112,7 +112,11 @@ Result<std::string> tune_collective(Tuning& t, Coll coll, const std::vector<size
     a.elem = sizeof(float);
     a.count = std::max<size_t>(1, bytes / a.elem);
     a.chunk_bytes = config().chunk_bytes;
-    CFX_ASSIGN_OR_RETURN(std::vector<std::string> algos, t.tuner->usable(a));
+    // One model decision gives both what can serve the call and the model's choice.
+    CFX_ASSIGN_OR_RETURN(tune::Decision modelled, t.tuner->model_decision(a));
+    std::vector<std::string> algos;
+    for (const tune::Prediction& p : modelled.predictions)
+      if (p.why_not.empty()) algos.push_back(p.algo);
     std::map<std::string, double> best;
     for (int r = 0; r < rounds; ++r)
       for (const std::string& algo : algos) {
@@ -125,10 +129,9 @@ Result<std::string> tune_collective(Tuning& t, Coll coll, const std::vector<size
     // within kSameWithin of the fastest, the model's choice is kept, so
     // noise between near-equal algorithms does not flip the table.
     constexpr double kSameWithin = 1.05;
-    CFX_ASSIGN_OR_RETURN(std::string modelled, t.tuner->modelled_choice(a));
-    auto m = best.find(modelled);
+    auto m = best.find(modelled.chosen->name);
     const bool keep_model = m != best.end() && m->second <= kSameWithin * fastest->second;
-    best_algo.push_back(keep_model ? modelled : fastest->first);
+    best_algo.push_back(keep_model ? m->first : fastest->first);
     // What this communicator chooses now (the table in effect, if any):
     // bench/tuner_score scores it against the times measured here.
     CFX_ASSIGN_OR_RETURN(const tune::Candidate* now, t.tuner->choose(a));
@@ -188,7 +191,7 @@ int run_tune(const TuneOptions& o) {
     std::fprintf(stderr, "conflux tune: %s\n", cfxGetLastError(t.comm));
     return done(1);
   }
-  t.tuner = tune::tuner_of(t.comm);
+  t.tuner = tune::find_tuner(t.comm, t.comm->id().comm_id);
   if (t.tuner == nullptr || t.comm->has_shm_collectives()) {
     if (t.rank == 0)
       std::fprintf(stderr, "conflux tune: %s\n",
@@ -198,8 +201,7 @@ int run_tune(const TuneOptions& o) {
                        : "one rank: no algorithm to choose");
     return done(t.nranks < 2 ? 0 : 2);
   }
-  const std::string layout = tune::layout_key(t.nranks, t.tuner->model().nhosts(), transport_name(config().transport),
-                                              config().shm_collectives);
+  const std::string& layout = t.tuner->layout();
   if (t.rank == 0) std::printf("# conflux tune: %s, %d round(s), slowest rank's time per call\n", layout.c_str(), o.rounds);
   std::string rules;
   for (Coll c : colls) {

@@ -75,15 +75,9 @@ Result<Tuner*> install_tuner(const void* comm, uint64_t comm_id, sim::ClusterMod
   std::lock_guard lock(registry_mutex());
   Slot& slot = registry()[comm];
   slot.comm_id = comm_id;
-  slot.tuner = std::make_unique<Tuner>(std::move(model), std::move(filter), tuning_enabled());
+  slot.tuner = std::make_unique<Tuner>(std::move(model), std::move(filter), tuning_enabled(), layout);
   if (!measured.rules.empty()) slot.tuner->set_measured(std::move(measured), "table " + table);
   return slot.tuner.get();
-}
-
-Tuner* tuner_of(const void* comm) {
-  std::lock_guard lock(registry_mutex());
-  auto it = registry().find(comm);
-  return it != registry().end() ? it->second.tuner.get() : nullptr;
 }
 
 }  // namespace conflux::tune

@@ -31,8 +31,5 @@ Tuner* find_tuner(const void* comm, uint64_t comm_id);
 // if any, is loaded into the tuner.
 Result<Tuner*> install_tuner(const void* comm, uint64_t comm_id, sim::ClusterModel model, const std::string& algo_spec,
                              const std::string& layout);
-// The tuner of comm whatever its id (`conflux tune`); nullptr before the
-// first collective that needed one.
-Tuner* tuner_of(const void* comm);
 
 }  // namespace conflux::tune

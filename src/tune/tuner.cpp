@@ -102,17 +102,18 @@ Result<Decision> decide(const algo::CollArgs& args, const sim::ClusterModel& m, 
     if (in_usable && (!best || p.sim.time_us < best->sim.time_us)) best = &p;
   }
   if (!best) return internal_error(std::string(coll_name(a.coll)) + ": every candidate failed to simulate");
-  // A measured choice beats the model's guess; the user's rule beats both.
+  // A measured choice (a usable algorithm the table names) beats the
+  // model's; the user's CONFLUX_ALGO rule beats both.
   const Prediction* modelled = best;
   const AlgoRule* measured = rule == nullptr && opt.measured != nullptr ? opt.measured->rule_for(a.coll, bytes) : nullptr;
-  if (measured != nullptr && measured->names.size() == 1) {
+  bool from_table = false;
+  if (measured != nullptr && measured->names.size() == 1)
     for (const Prediction& p : d.predictions)
-      if (p.why_not.empty() && p.algo == measured->names[0]) best = &p;
-  }
-  for (const Candidate* c : usable)
+      if (p.why_not.empty() && p.algo == measured->names[0]) best = &p, from_table = true;
+  for (const Candidate* c : candidates_for(a.coll))
     if (c->name == best->algo) d.chosen = c;
   char buf[320];
-  if (best != modelled || (measured != nullptr && measured->names.size() == 1 && measured->names[0] == best->algo)) {
+  if (from_table) {
     std::snprintf(buf, sizeof buf, "%s measured fastest on this host (%s); the model predicted %s (%.1f us)",
                   best->algo.c_str(), opt.measured_source.c_str(), modelled->algo.c_str(), modelled->sim.time_us);
   } else if (!opt.use_model) {
@@ -164,21 +165,10 @@ void Tuner::set_filter(AlgoFilter filter) {
   memo_.clear();
 }
 
-Result<std::vector<std::string>> Tuner::usable(const algo::CollArgs& args) {
-  algo::CollArgs a = args;
-  a.nranks = model_.nranks;
-  fill_hosts(&a, model_);
-  std::vector<std::string> names;
-  for (const Candidate* c : candidates_for(a.coll))
-    if (!c->cannot_serve || c->cannot_serve(a, model_).empty()) names.push_back(c->name);
-  return names;
-}
-
-Result<std::string> Tuner::modelled_choice(const algo::CollArgs& a) {
+Result<Decision> Tuner::model_decision(const algo::CollArgs& a) {
   DecideOptions opt;
   opt.use_model = use_model_;
-  CFX_ASSIGN_OR_RETURN(Decision d, decide(a, model_, AlgoFilter{}, opt));
-  return d.chosen->name;
+  return decide(a, model_, AlgoFilter{}, opt);
 }
 
 }  // namespace conflux::tune

@@ -51,24 +51,26 @@ void fill_hosts(algo::CollArgs* a, const sim::ClusterModel& m);
 // Per-communicator memo of decisions, keyed by (collective, bytes).
 class Tuner {
  public:
-  Tuner(sim::ClusterModel model, AlgoFilter filter, bool use_model = true)
-      : model_(std::move(model)), filter_(std::move(filter)), use_model_(use_model) {}
+  Tuner(sim::ClusterModel model, AlgoFilter filter, bool use_model = true, std::string layout = "")
+      : model_(std::move(model)), filter_(std::move(filter)), layout_(std::move(layout)), use_model_(use_model) {}
   Result<const Candidate*> choose(const algo::CollArgs& a);
   const sim::ClusterModel& model() const { return model_; }
   // Use a measured table (from `conflux tune`) for this communicator's layout.
   void set_measured(AlgoFilter table, std::string source);
   // Replace the CONFLUX_ALGO filter (`conflux tune` forces each algorithm in turn).
   void set_filter(AlgoFilter filter);
-  // The algorithms that can serve a, ignoring CONFLUX_ALGO and the table.
-  Result<std::vector<std::string>> usable(const algo::CollArgs& a);
-  // The cost model's own choice for a, ignoring CONFLUX_ALGO and the table.
-  Result<std::string> modelled_choice(const algo::CollArgs& a);
+  // The cost model's own decision for a, ignoring CONFLUX_ALGO and the
+  // table: its choice, and every candidate that can serve a (empty why_not).
+  Result<Decision> model_decision(const algo::CollArgs& a);
+  // The measured table's layout key (measured_table.h) this tuner was made for.
+  const std::string& layout() const { return layout_; }
 
  private:
   sim::ClusterModel model_;
   AlgoFilter filter_;
   AlgoFilter measured_;
   std::string measured_source_;
+  std::string layout_;
   bool use_model_ = true;
   std::mutex mutex_;
   std::map<std::pair<int, size_t>, const Candidate*> memo_;
