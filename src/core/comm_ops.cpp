@@ -81,8 +81,8 @@ bool is_in_place(const OpDesc& op, int rank, int nranks) {
 // ping-pong). 8-byte exchanges give alpha; 2 MiB each way at once give the
 // bandwidth a direction keeps while the other is busy too (on hosts whose
 // cores also run the network stack, about half the one-way figure).
-Status ping_pong(const ExecContext& base, int peer, bool initiator, double* lat_us, double* gbps) {
-  (void)initiator;  // symmetric: both sides run the same schedule, each times it
+// Symmetric: both sides run the same schedule and time it.
+Status probe_link(const ExecContext& base, int peer, double* lat_us, double* gbps) {
   const size_t big = 2 << 20;
   std::vector<uint8_t> out_buf(big), in_buf(big);
   ExecContext ctx = base;
@@ -229,7 +229,7 @@ Status cfxComm::run_collective(const OpDesc& op) {
     if (tune::Tuner* t = tune::find_tuner(this, id_.comm_id)) return t;
     tune::Constants mine = tune::tuning_enabled() ? tune::machine_constants() : tune::Constants{};
     // The network can only be measured against another host: rank 0 and
-    // the first rank elsewhere ping-pong over their real link; the others
+    // the first rank elsewhere exchange messages over their real link (probe_link); the others
     // contribute zero to the network fields of the sum below.
     int partner = -1;
     for (int r = 1; r < nranks_ && partner < 0; ++r)
@@ -249,7 +249,7 @@ Status cfxComm::run_collective(const OpDesc& op) {
         ctx.shm_waiter = shm_waiter_.get();
         ctx.spin_iterations = spin_iterations_;
         ctx.rank = rank_;
-        Status st = ping_pong(ctx, rank_ == 0 ? partner : 0, rank_ == 0, &probe_lat, &probe_gbps);
+        Status st = probe_link(ctx, rank_ == 0 ? partner : 0, &probe_lat, &probe_gbps);
         if (!st.ok()) return st.prepend("measuring the network for the tuner: ");
       }
     }
