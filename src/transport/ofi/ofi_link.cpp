@@ -60,7 +60,8 @@ Status OfiLink::progress_send(SendOp& op, bool* progressed) {
   // Post before reading the CQ: an injected header completes on the spot,
   // and reading the CQ first would cost a system call (the provider's
   // progress polls its sockets) on every small message.
-  if (op.stage != 0) CFX_RETURN_IF_ERROR(fabric_->poll(progressed));
+  const bool polled = op.stage != 0;
+  if (polled) CFX_RETURN_IF_ERROR(fabric_->poll(progressed));
   if (op.stage == 0) {
     send_header_ = Header{kHeaderMagic, 0, op.bytes, op.sig};
     send_pieces_ = inlined(op.bytes) ? 0 : pieces(op.bytes);
@@ -128,8 +129,8 @@ Status OfiLink::progress_send(SendOp& op, bool* progressed) {
     if (send_pieces_ == 0) op.done = op.bytes;
     op.complete = true;
     send_active_ = false;
-  } else if (op.stage == 2 && !*progressed) {
-    CFX_RETURN_IF_ERROR(fabric_->poll(progressed));  // just posted: drive it
+  } else if (!polled && op.stage == 2) {
+    CFX_RETURN_IF_ERROR(fabric_->poll(progressed));  // just posted: drive it (once per call)
   }
   return Status::Ok();
 }
