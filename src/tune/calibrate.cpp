@@ -165,12 +165,20 @@ void mkdirs(const std::string& path) {
     if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
 }
 
-namespace {
-
 bool env_is_off(const char* name) {
   const char* v = std::getenv(name);
   return v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 || std::strcmp(v, "none") == 0);
 }
+
+FileLock::FileLock(const std::string& path) : fd_(::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+  if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+}
+
+FileLock::~FileLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+}
+
+namespace {
 
 // CONFLUX_TUNE_NET="lat_us,GB/s" replaces the network constants.
 void apply_net_override(Constants* c) {
@@ -273,25 +281,22 @@ Constants machine_constants() {
     return memo;
   }
   mkdirs(path.substr(0, path.rfind('/')));
-  // One process per host measures; the others wait on the lock and read.
-  int fd = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd >= 0) ::flock(fd, LOCK_EX);
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (Constants::from_text(text.str(), &memo)) {
-    memo.source = "cache " + path;
-  } else {
-    memo = measure_constants();
-    std::ofstream out(path + ".tmp");
-    out << memo.to_text();
-    out.close();
-    if (out) std::rename((path + ".tmp").c_str(), path.c_str());
-    CFX_INFO(kTune, "calibrated this host, cached in %s", path.c_str());
-  }
-  if (fd >= 0) {
-    ::flock(fd, LOCK_UN);
-    ::close(fd);
+  {
+    // One process per host measures; the others wait on the lock and read.
+    FileLock host_lock(path);
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (Constants::from_text(text.str(), &memo)) {
+      memo.source = "cache " + path;
+    } else {
+      memo = measure_constants();
+      std::ofstream out(path + ".tmp");
+      out << memo.to_text();
+      out.close();
+      if (out) std::rename((path + ".tmp").c_str(), path.c_str());
+      CFX_INFO(kTune, "calibrated this host, cached in %s", path.c_str());
+    }
   }
   apply_net_override(&memo);
   return memo;

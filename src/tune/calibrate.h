@@ -43,5 +43,19 @@ std::string cache_file();
 std::string host_key();
 // mkdir -p.
 void mkdirs(const std::string& path);
+// The variable is set to 0, off or none.
+bool env_is_off(const char* name);
+// An exclusive flock on <path>.lock while it lives: one process per host
+// writes a cache file, the others wait and read it.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_;
+};
 
 }  // namespace conflux::tune

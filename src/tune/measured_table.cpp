@@ -2,10 +2,6 @@
 
 #include "tune/calibrate.h"
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -16,24 +12,6 @@
 
 namespace conflux::tune {
 namespace {
-
-bool is_off(const char* v) { return std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 || std::strcmp(v, "none") == 0; }
-
-// flock on <path>.lock for the lifetime of the object.
-class FileLock {
- public:
-  explicit FileLock(const std::string& path) : fd_(::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
-    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
-  }
-  ~FileLock() {
-    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
-  }
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
-
- private:
-  int fd_;
-};
 
 std::vector<std::string> read_lines(const std::string& path) {
   std::vector<std::string> lines;
@@ -50,7 +28,8 @@ std::string layout_key(int nranks, int nhosts, const std::string& transport, boo
 }
 
 std::string measured_table_file() {
-  if (const char* v = std::getenv("CONFLUX_TUNE_TABLE"); v && *v) return is_off(v) ? "" : std::string(v);
+  if (env_is_off("CONFLUX_TUNE_TABLE")) return "";
+  if (const char* v = std::getenv("CONFLUX_TUNE_TABLE"); v && *v) return v;
   const std::string dir = cache_dir();
   return dir.empty() ? "" : dir + "/algos-" + host_key() + ".txt";
 }
