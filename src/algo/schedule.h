@@ -29,6 +29,9 @@ enum class StepKind : uint8_t {
 
 struct Step {
   StepKind kind = StepKind::kCopy;
+  // Which of the connections to `peer` carries it (multi-channel TCP, see
+  // algo/channels.h); messages match k-th to k-th per (peer, channel).
+  uint8_t channel = 0;
   int peer = -1;
   Slice src;   // kSend, kCopy
   Slice dst;   // kRecv, kRecvReduce, kCopy

@@ -26,6 +26,7 @@ struct RankInfo {
   char topo_nic[32] = {};         // nearest NIC by the topology model (path class, then bandwidth)
   uint32_t fallback_len = 0;      // a second address of the same listener (the route to the
   sockaddr_storage fallback_addr{};  // rendezvous) when listen_addr is the nearest NIC; else 0
+  int32_t tcp_channels = 1;       // CONFLUX_TCP_CHANNELS; the communicator uses the smallest
 };
 
 // This host's identity: CONFLUX_HOSTID when set, else hostname + boot id.

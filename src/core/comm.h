@@ -74,6 +74,8 @@ struct cfxComm {
   conflux::Result<conflux::Socket> connect_nearest_or_fallback(int peer, conflux::SockAddr* addr,
                                                               conflux::Deadline deadline);
   conflux::Status open_shm_peers(const std::vector<bool>& shm_peer);
+  // Where the TCP connection for (peer, channel) is kept.
+  std::unique_ptr<conflux::Link>& tcp_link_slot(int peer, int channel);
   void build_ring();
   void log_init_summary() const;
 
@@ -81,6 +83,9 @@ struct cfxComm {
   conflux::Status run_collective(const conflux::OpDesc& op);
   conflux::Status run_p2p_batch(const std::vector<const conflux::OpDesc*>& ops);
   uint8_t* scratch(size_t bytes);
+  // Sets channel_min_bytes_ from CONFLUX_CHANNEL_MIN_BYTES, else from the
+  // network probe's bandwidth over one connection and over all of them.
+  void choose_channel_split(double one_flow_gbps, double all_flows_gbps);
   void worker_loop();
 
   int rank_ = 0;
@@ -90,6 +95,13 @@ struct cfxComm {
   std::vector<int> ring_;
   std::vector<std::unique_ptr<conflux::Link>> links_;  // by peer; null for self
   std::vector<conflux::Link*> link_ptrs_;
+  // Extra TCP connections, [channel - 1][peer] (CONFLUX_TCP_CHANNELS > 1);
+  // null for peers reached otherwise.
+  int tcp_channels_ = 1;
+  std::vector<std::vector<std::unique_ptr<conflux::Link>>> channel_links_;
+  std::vector<std::vector<conflux::Link*>> channel_link_ptrs_;
+  // Collective calls of at least this many bytes split over the channels.
+  size_t channel_min_bytes_ = SIZE_MAX;
   conflux::ShmSegment my_segment_;
   std::vector<conflux::ShmSegment> peer_segments_;  // by peer; empty if not shm
   std::unique_ptr<conflux::ShmWaiter> shm_waiter_;

@@ -34,7 +34,7 @@ constexpr int64_t kPeerHandshakeMs = 5000;
 struct PeerHello {
   uint64_t comm_id;
   int32_t rank;
-  int32_t reserved;
+  int32_t channel;  // which of CONFLUX_TCP_CHANNELS connections this is
 };
 
 int open_pidfd(int pid) {
@@ -125,6 +125,7 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
   mine.pid_start_time = process_start_time(mine.pid);
   std::string hostname;
   mine.host_hash = local_host_hash(&hostname);
+  mine.tcp_channels = cfg.tcp_channels;
   std::snprintf(mine.hostname, sizeof mine.hostname, "%s", hostname.c_str());
   CFX_ASSIGN_OR_RETURN(std::string nearest, locate_in_topology(rank, &mine));
   const DataInterfaces data = choose_data_interfaces(cfg.socket_ifname, route, nearest, list_interfaces());
@@ -156,6 +157,12 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
     return invalid_usage("CONFLUX_TRANSPORT=ofi: this conflux was built without libfabric (libfabric-dev not found)");
 #endif
   CFX_ASSIGN_OR_RETURN(table_, bootstrap_exchange(id, rank, nranks, mine, deadline));
+  // Every rank must open (and expect) as many connections per peer.
+  tcp_channels_ = cfg.tcp_channels;
+  for (const RankInfo& r : table_) tcp_channels_ = std::clamp(r.tcp_channels, 1, tcp_channels_);
+  if (tcp_channels_ != cfg.tcp_channels)
+    CFX_WARN(kInit, "CONFLUX_TCP_CHANNELS differs between ranks: using %d (this rank asked for %d)", tcp_channels_,
+             cfg.tcp_channels);
 
   // More ranks on this host than cores it gives us: a rank that spins
   // holds the core the rank it waits for needs (4 ranks on 2 cores over TCP
@@ -193,6 +200,14 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
   if (std::none_of(use_shm.begin(), use_shm.end(), [](bool b) { return b; })) shm_waiter_.reset();
   link_ptrs_.resize(nranks);
   for (int p = 0; p < nranks; ++p) link_ptrs_[p] = links_[p].get();
+  channel_link_ptrs_.assign(channel_links_.size(), std::vector<Link*>(nranks, nullptr));
+  for (size_t c = 0; c < channel_links_.size(); ++c)
+    for (int p = 0; p < nranks; ++p) channel_link_ptrs_[c][p] = channel_links_[c][p].get();
+  if (!channel_links_.empty() && cfg.channel_min_bytes >= 0) {
+    channel_min_bytes_ = static_cast<size_t>(cfg.channel_min_bytes);
+    CFX_INFO(kInit, "calls of >= %lld bytes split over %d TCP channels (CONFLUX_CHANNEL_MIN_BYTES)",
+             static_cast<long long>(cfg.channel_min_bytes), tcp_channels_);
+  }
   p2p_send_seq_.assign(nranks, 0);
   p2p_recv_seq_.assign(nranks, 0);
   build_ring();
@@ -246,6 +261,15 @@ Result<Socket> cfxComm::connect_nearest_or_fallback(int p, SockAddr* addr, Deadl
   return Socket::connect_to(fallback, deadline);
 }
 
+std::unique_ptr<Link>& cfxComm::tcp_link_slot(int peer, int channel) {
+  if (channel == 0) return links_[peer];
+  if (channel_links_.size() < static_cast<size_t>(tcp_channels_ - 1))
+    channel_links_.resize(static_cast<size_t>(tcp_channels_ - 1));
+  auto& row = channel_links_[channel - 1];
+  if (row.empty()) row.resize(static_cast<size_t>(nranks_));
+  return row[peer];
+}
+
 Status cfxComm::connect_tcp_peers(const Socket& listener, const std::vector<bool>& tcp_peer, Deadline deadline) {
   const Config& cfg = config();
   // Lower ranks accept, higher ranks connect: connections only go downward,
@@ -254,21 +278,24 @@ Status cfxComm::connect_tcp_peers(const Socket& listener, const std::vector<bool
   for (int p = 0; p < nranks_; ++p) {
     if (!tcp_peer[p]) continue;
     if (p > rank_) {
-      ++expected_accepts;
+      expected_accepts += tcp_channels_;
       continue;
     }
     SockAddr addr;
     std::memcpy(&addr.storage, &table_[p].listen_addr, sizeof addr.storage);
     addr.len = table_[p].listen_len;
     auto where = [&] { return "connecting to rank " + std::to_string(p) + " at " + addr.str() + ": "; };
-    Result<Socket> s = table_[p].fallback_len == 0 ? Socket::connect_to(addr, deadline)
-                                                   : connect_nearest_or_fallback(p, &addr, deadline);
-    if (!s.ok()) return Status(s.status()).prepend(where());
-    CFX_RETURN_IF_ERROR(authenticate_as_client(*s, id_.secret, ConnKind::kPeer, deadline).prepend(where()));
-    PeerHello hello{id_.comm_id, rank_, 0};
-    CFX_RETURN_IF_ERROR(s->send_all(&hello, sizeof hello, deadline).prepend(where()));
-    s->tune_for_bulk(cfg.tcp_buffer_bytes);
-    links_[p] = std::make_unique<TcpLink>(std::move(s).value(), p, 256 * 1024);
+    for (int channel = 0; channel < tcp_channels_; ++channel) {
+      // The first connection settles which of p's addresses works.
+      Result<Socket> s = table_[p].fallback_len == 0 || channel > 0 ? Socket::connect_to(addr, deadline)
+                                                                    : connect_nearest_or_fallback(p, &addr, deadline);
+      if (!s.ok()) return Status(s.status()).prepend(where());
+      CFX_RETURN_IF_ERROR(authenticate_as_client(*s, id_.secret, ConnKind::kPeer, deadline).prepend(where()));
+      PeerHello hello{id_.comm_id, rank_, channel};
+      CFX_RETURN_IF_ERROR(s->send_all(&hello, sizeof hello, deadline).prepend(where()));
+      s->tune_for_bulk(cfg.tcp_buffer_bytes);
+      tcp_link_slot(p, channel) = std::make_unique<TcpLink>(std::move(s).value(), p, 256 * 1024);
+    }
   }
   while (expected_accepts > 0) {
     SockAddr from;
@@ -284,14 +311,15 @@ Status cfxComm::connect_tcp_peers(const Socket& listener, const std::vector<bool
     PeerHello hello{};
     if (st.ok()) st = s->recv_all(&hello, sizeof hello, hs);
     if (st.ok() && hello.comm_id != id_.comm_id) st = remote_error("connection is for another communicator");
-    if (st.ok() && (hello.rank <= rank_ || hello.rank >= nranks_ || !tcp_peer[hello.rank] || links_[hello.rank]))
-      st = remote_error("unexpected rank " + std::to_string(hello.rank));
+    if (st.ok() && (hello.rank <= rank_ || hello.rank >= nranks_ || !tcp_peer[hello.rank] || hello.channel < 0 ||
+                    hello.channel >= tcp_channels_ || tcp_link_slot(hello.rank, hello.channel)))
+      st = remote_error("unexpected rank " + std::to_string(hello.rank) + " channel " + std::to_string(hello.channel));
     if (!st.ok()) {
       CFX_WARN(kNet, "dropped connection from %s: %s", from.str().c_str(), st.message().c_str());
       continue;
     }
     s->tune_for_bulk(cfg.tcp_buffer_bytes);
-    links_[hello.rank] = std::make_unique<TcpLink>(std::move(s).value(), hello.rank, 256 * 1024);
+    tcp_link_slot(hello.rank, hello.channel) = std::make_unique<TcpLink>(std::move(s).value(), hello.rank, 256 * 1024);
     --expected_accepts;
   }
   return Status::Ok();
@@ -329,6 +357,7 @@ void cfxComm::log_init_summary() const {
   for (int p = 0; p < nranks_; ++p)
     if (p != rank_) links += (links.empty() ? "" : ", ") + std::to_string(p) + ":" + link_kind(p);
   CFX_INFO(kInit, "transport per peer: %s", links.empty() ? "(none)" : links.c_str());
+  if (!channel_links_.empty()) CFX_INFO(kInit, "%d TCP connections per TCP peer (CONFLUX_TCP_CHANNELS)", tcp_channels_);
 }
 
 cfxComm::~cfxComm() {

@@ -1,6 +1,8 @@
 // Running operations: choose the schedule, bind buffers, execute, finish
 // (Avg's divide), and turn failures into errors that name the call.
 #include "algo/algorithms.h"
+#include "algo/channels.h"
+#include "algo/compose.h"
 #include "core/comm.h"
 #include "core/config.h"
 #include "core/log.h"
@@ -12,32 +14,45 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <array>
+#include <algorithm>
 
 using namespace conflux;
 
 namespace {
 
 // The tuner's choice (cost model over the communicator's modelled cluster,
-// CONFLUX_ALGO applied); without a tuner, the fixed defaults.
-Result<algo::Schedule> build_schedule(algo::CollArgs& a, tune::Tuner* tuner) {
+// CONFLUX_ALGO applied); without a tuner, the fixed defaults. With
+// channels > 1 the schedule is split over that many connections per peer
+// when the algorithm's parts stay contiguous (algo/channels.h).
+Result<algo::Schedule> build_schedule(algo::CollArgs& a, tune::Tuner* tuner, int channels) {
+  algo::Builder build = nullptr;
   if (tuner) {
     CFX_ASSIGN_OR_RETURN(const tune::Candidate* chosen, tuner->choose(a));
     tune::fill_hosts(&a, tuner->model());  // hierarchical algorithms read the placement
-    return chosen->build(a);
+    build = chosen->build;
+  } else {
+    switch (a.coll) {
+      case Coll::kAllReduce: build = algo::ring_allreduce; break;
+      case Coll::kAllGather: build = algo::ring_allgather; break;
+      case Coll::kReduceScatter: build = algo::ring_reducescatter; break;
+      case Coll::kBroadcast: build = algo::chain_broadcast; break;
+      case Coll::kReduce: build = algo::chain_reduce; break;
+      case Coll::kAlltoAll:
+      case Coll::kAlltoAllv: build = algo::pairwise_alltoall; break;
+      case Coll::kGather: build = algo::direct_gather; break;
+      case Coll::kScatter: build = algo::direct_scatter; break;
+      case Coll::kBarrier: build = algo::dissemination_barrier; break;
+      default: build = algo::point_to_point; break;
+    }
   }
-  switch (a.coll) {
-    case Coll::kAllReduce: return algo::ring_allreduce(a);
-    case Coll::kAllGather: return algo::ring_allgather(a);
-    case Coll::kReduceScatter: return algo::ring_reducescatter(a);
-    case Coll::kBroadcast: return algo::chain_broadcast(a);
-    case Coll::kReduce: return algo::chain_reduce(a);
-    case Coll::kAlltoAll:
-    case Coll::kAlltoAllv: return algo::pairwise_alltoall(a);
-    case Coll::kGather: return algo::direct_gather(a);
-    case Coll::kScatter: return algo::direct_scatter(a);
-    case Coll::kBarrier: return algo::dissemination_barrier(a);
-    default: return algo::point_to_point(a);
+  if (channels > 1 && algo::channels_can_split(a.coll, build) && a.count >= static_cast<size_t>(channels)) {
+    std::optional<algo::Schedule> split = algo::split_channels(a, channels, build);
+    if (!split) return internal_error("cannot split the schedule over " + std::to_string(channels) + " channels");
+    return std::move(*split);
   }
+  return build(a);
 }
 
 // Where the result of a reduction lands on this rank, for Avg's divide.
@@ -80,22 +95,34 @@ bool is_in_place(const OpDesc& op, int rank, int nranks) {
 // other's message (a ring or tree step is such an exchange, not a
 // ping-pong). 8-byte exchanges give alpha; 2 MiB each way at once give the
 // bandwidth a direction keeps while the other is busy too (on hosts whose
-// cores also run the network stack, about half the one-way figure).
+// cores also run the network stack, about half the one-way figure). With
+// several connections per peer, the same 2 MiB split over all of them shows
+// whether more flows go faster (a per-flow cap): *channels_gbps, else 0.
 // Symmetric: both sides run the same schedule and time it.
-Status probe_link(const ExecContext& base, int peer, double* lat_us, double* gbps) {
+Status probe_link(const ExecContext& base, int peer, int channels, double* lat_us, double* gbps,
+                  double* channels_gbps) {
   const size_t big = 2 << 20;
   std::vector<uint8_t> out_buf(big), in_buf(big);
   ExecContext ctx = base;
   ctx.buffers = {out_buf.data(), in_buf.data(), nullptr};
-  auto exchange = [&](size_t bytes, int reps) -> Result<double> {
+  auto exchange = [&](size_t bytes, int reps, int flows) -> Result<double> {
     algo::Schedule s;
-    int prev = -1;
-    // Round i's send and receive both wait for round i-1's receive only:
+    std::vector<int> prev;
+    // Round i's sends and receives wait for round i-1's receives only:
     // neither may wait for its own send, or two large sends would fill
     // both sockets with nobody reading.
     for (int i = 0; i < reps; ++i) {
-      s.send(peer, algo::Slice{algo::kSendBuf, 0, bytes}, {prev});
-      prev = s.recv(peer, algo::Slice{algo::kRecvBuf, 0, bytes}, {prev});
+      std::vector<int> received;
+      for (int c = 0; c < flows; ++c) {
+        const size_t off = algo::part_begin(bytes, flows, c), len = algo::part_size(bytes, flows, c);
+        algo::Step send = algo::send_step(peer, algo::Slice{algo::kSendBuf, off, len});
+        algo::Step recv = algo::make_step(algo::StepKind::kRecv, peer);
+        recv.dst = algo::Slice{algo::kRecvBuf, off, len};
+        send.channel = recv.channel = static_cast<uint8_t>(c);
+        algo::add_after(s, send, prev);
+        received.push_back(algo::add_after(s, recv, prev));
+      }
+      prev = std::move(received);
     }
     auto t0 = std::chrono::steady_clock::now();
     CFX_RETURN_IF_ERROR(execute(s, ctx));
@@ -106,24 +133,45 @@ Status probe_link(const ExecContext& base, int peer, double* lat_us, double* gbp
   // other to be scheduled (measured: 77 us instead of 8 us on two emulated
   // hosts). Then the best of a few short runs: the minimum is the link's
   // own cost.
-  CFX_RETURN_IF_ERROR(exchange(8, 200).status());
+  CFX_RETURN_IF_ERROR(exchange(8, 200, 1).status());
   const int rounds = 16;
   double small_best = 1e300;
   for (int rep = 0; rep < 5; ++rep) {
-    CFX_ASSIGN_OR_RETURN(double us, exchange(8, rounds));
+    CFX_ASSIGN_OR_RETURN(double us, exchange(8, rounds, 1));
     small_best = std::min(small_best, us);
   }
   *lat_us = small_best / rounds;
-  double best = 1e300;
-  for (int rep = 0; rep < 3; ++rep) {
-    CFX_ASSIGN_OR_RETURN(double us, exchange(big, 1));
-    best = std::min(best, us);
+  auto bandwidth = [&](int flows) -> Result<double> {
+    double best = 1e300;
+    for (int rep = 0; rep < 3; ++rep) {
+      CFX_ASSIGN_OR_RETURN(double us, exchange(big, 1, flows));
+      best = std::min(best, us);
+    }
+    return double(big) / 1e3 / std::max(best - *lat_us, 1.0);
+  };
+  CFX_ASSIGN_OR_RETURN(*gbps, bandwidth(1));
+  *channels_gbps = 0;
+  if (channels > 1) {
+    CFX_ASSIGN_OR_RETURN(*channels_gbps, bandwidth(channels));
   }
-  *gbps = double(big) / 1e3 / std::max(best - *lat_us, 1.0);
   return Status::Ok();
 }
 
 }  // namespace
+
+void cfxComm::choose_channel_split(double one_flow_gbps, double all_flows_gbps) {
+  if (channel_links_.empty() || config().channel_min_bytes >= 0) return;  // none, or set at init
+  // Worth it only where several flows outrun one (a per-flow cap, or a
+  // core that cannot keep one flow's pace), and only for calls large
+  // enough that each channel still moves whole chunks of work.
+  constexpr double kGain = 1.2;
+  constexpr size_t kPerChannel = 256 * 1024;
+  if (one_flow_gbps > 0 && all_flows_gbps >= kGain * one_flow_gbps) channel_min_bytes_ = tcp_channels_ * kPerChannel;
+  CFX_INFO(kTune, "network probe: 1 flow %.3f GB/s, %d flows %.3f GB/s: %s", one_flow_gbps, tcp_channels_,
+           all_flows_gbps,
+           channel_min_bytes_ == SIZE_MAX ? "no split over channels"
+                                          : ("calls of >= " + std::to_string(channel_min_bytes_) + " bytes split").c_str());
+}
 
 void cfxComm::set_last_error(const std::string& message) {
   std::lock_guard lock(error_mutex_);
@@ -197,6 +245,9 @@ Status cfxComm::run_locked(std::vector<OpDesc>& ops) {
 Status cfxComm::check_notices() {
   for (auto& link : links_)
     if (link != nullptr) CFX_RETURN_IF_ERROR(link->check_notice());
+  for (auto& row : channel_links_)
+    for (auto& link : row)
+      if (link != nullptr) CFX_RETURN_IF_ERROR(link->check_notice());
   return Status::Ok();
 }
 
@@ -215,6 +266,10 @@ void cfxComm::notify_peers(const Status& st) {
     why.replace(at, 9, me);
   for (auto& link : links_)
     if (link != nullptr) link->send_notice(st.code(), why);
+  // A peer may be waiting on any of its connections to us.
+  for (auto& row : channel_links_)
+    for (auto& link : row)
+      if (link != nullptr) link->send_notice(st.code(), why);
 }
 
 Status cfxComm::run_collective(const OpDesc& op) {
@@ -234,7 +289,7 @@ Status cfxComm::run_collective(const OpDesc& op) {
     int partner = -1;
     for (int r = 1; r < nranks_ && partner < 0; ++r)
       if (table_[r].host_hash != table_[0].host_hash) partner = r;
-    double probe_lat = 0, probe_gbps = 0;
+    double probe_lat = 0, probe_gbps = 0, probe_channels_gbps = 0;
     if (partner > 0 && tune::tuning_enabled()) {
       ++coll_seq_;  // every rank, so sequence numbers stay aligned
       if (rank_ == 0 || rank_ == partner) {
@@ -243,20 +298,27 @@ Status cfxComm::run_collective(const OpDesc& op) {
         sig.coll = static_cast<uint8_t>(Coll::kBarrier);
         ExecContext ctx;
         ctx.links = link_ptrs_;
+        ctx.channel_links = channel_link_ptrs_;
         ctx.sigs = {sig};
         ctx.deadline = deadline_after_ms(timeout_ms_.load());
         ctx.abort = &abort_;
         ctx.shm_waiter = shm_waiter_.get();
         ctx.spin_iterations = spin_iterations_;
         ctx.rank = rank_;
-        Status st = probe_link(ctx, rank_ == 0 ? partner : 0, &probe_lat, &probe_gbps);
+        Status st = probe_link(ctx, rank_ == 0 ? partner : 0, tcp_channels_, &probe_lat, &probe_gbps,
+                               &probe_channels_gbps);
         if (!st.ok()) return st.prepend("measuring the network for the tuner: ");
       }
     }
-    tune::ConstantsArray local = tune::to_array(mine), sum{};
-    if (partner > 0 && tune::tuning_enabled()) {
+    // The constants, then the probe's bandwidth over all channels.
+    std::array<double, tune::ConstantsArray().size() + 1> local{}, sum{};
+    const tune::ConstantsArray own = tune::to_array(mine);
+    std::copy(own.begin(), own.end(), local.begin());
+    const bool probed = partner > 0 && tune::tuning_enabled();
+    if (probed) {
       local[4] = rank_ == 0 ? probe_lat : 0;
       local[5] = rank_ == 0 ? probe_gbps : 0;
+      local[7] = rank_ == 0 ? probe_channels_gbps : 0;
     }
     OpDesc agree;
     agree.coll = Coll::kAllReduce;
@@ -270,8 +332,11 @@ Status cfxComm::run_collective(const OpDesc& op) {
     agreeing = false;
     if (!st.ok()) return st.prepend("agreeing on the tuner's constants: ");
     for (size_t i = 0; i < sum.size(); ++i)
-      if (!(partner > 0 && tune::tuning_enabled() && (i == 4 || i == 5))) sum[i] /= nranks_;
-    tune::Constants agreed = tune::from_array(sum, mine.source + ", averaged over ranks");
+      if (!(probed && (i == 4 || i == 5 || i == 7))) sum[i] /= nranks_;
+    tune::ConstantsArray agreed_array{};
+    std::copy_n(sum.begin(), agreed_array.size(), agreed_array.begin());
+    tune::Constants agreed = tune::from_array(agreed_array, mine.source + ", averaged over ranks");
+    choose_channel_split(probed ? sum[5] : 0, probed ? sum[7] : 0);
     sim::ClusterModel model = tune::model_of(table_, cfg.transport == TransportChoice::kTcp, agreed);
     const std::string layout =
         tune::layout_key(nranks_, model.nhosts(), transport_name(cfg.transport), cfg.shm_collectives);
@@ -300,7 +365,12 @@ Status cfxComm::run_collective(const OpDesc& op) {
     a.rdispls = op.rdispls.data();
   }
   CFX_ASSIGN_OR_RETURN(tune::Tuner* tuner, tuner_for_comm());
-  auto built = build_schedule(a, tuner);
+  // Bytes the call moves per rank, as the channel threshold counts them.
+  size_t call_bytes = a.count * a.elem;
+  if (op.coll == Coll::kAllGather || op.coll == Coll::kReduceScatter || op.coll == Coll::kAlltoAll)
+    call_bytes *= static_cast<size_t>(nranks_);
+  const int channels = !channel_links_.empty() && call_bytes >= channel_min_bytes_ ? tcp_channels_ : 1;
+  auto built = build_schedule(a, tuner, channels);
   if (!built.ok()) return Status(built.status()).prepend(std::string(coll_name(op.coll)) + ": ");
   algo::Schedule sched = std::move(built).value();
 
@@ -308,6 +378,7 @@ Status cfxComm::run_collective(const OpDesc& op) {
 
   ExecContext ctx;
   ctx.links = link_ptrs_;
+  ctx.channel_links = channel_link_ptrs_;
   ctx.buffers = {const_cast<uint8_t*>(static_cast<const uint8_t*>(op.sendbuf)), static_cast<uint8_t*>(op.recvbuf),
                  scratch(sched.scratch_bytes)};
   ctx.sigs = {sig};

@@ -57,6 +57,12 @@ Config parse() {
   c.shm_slots = static_cast<int>(env_int("CONFLUX_SHM_SLOTS", c.shm_slots, 2));
   c.spin_iterations = static_cast<int>(env_int("CONFLUX_SPIN", c.spin_iterations, 0));
   c.tcp_buffer_bytes = static_cast<size_t>(env_int("CONFLUX_SOCKET_BUFSIZE", c.tcp_buffer_bytes, 0));
+  c.tcp_channels = static_cast<int>(env_int("CONFLUX_TCP_CHANNELS", c.tcp_channels, 1));
+  if (c.tcp_channels > kMaxTcpChannels) {
+    CFX_WARN(kInit, "CONFLUX_TCP_CHANNELS=%d: using the maximum, %d", c.tcp_channels, kMaxTcpChannels);
+    c.tcp_channels = kMaxTcpChannels;
+  }
+  c.channel_min_bytes = env_int("CONFLUX_CHANNEL_MIN_BYTES", c.channel_min_bytes, 0);
   c.ofi_provider = env_string("CONFLUX_OFI_PROVIDER", "");
   c.ofi_piece_bytes = static_cast<size_t>(env_int("CONFLUX_OFI_PIECE_SIZE", c.ofi_piece_bytes, 64));
   c.ofi_inline_bytes = static_cast<size_t>(env_int("CONFLUX_OFI_INLINE", c.ofi_inline_bytes, 0));

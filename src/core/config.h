@@ -12,6 +12,8 @@ enum class TransportChoice { kAuto, kTcp, kShm, kOfi };
 // "auto", "tcp", "shm", "ofi": as CONFLUX_TRANSPORT spells them.
 const char* transport_name(TransportChoice t);
 
+constexpr int kMaxTcpChannels = 16;
+
 struct Config {
   int64_t timeout_ms = 0;         // CONFLUX_TIMEOUT (s): per-operation deadline; 0 = none
   int64_t init_timeout_ms = 120000;  // CONFLUX_INIT_TIMEOUT (s): rendezvous and connection setup
@@ -25,6 +27,11 @@ struct Config {
   int shm_slots = 8;                  // CONFLUX_SHM_SLOTS: slots per directed shared-memory ring
   int spin_iterations = 2000;     // CONFLUX_SPIN: polls before a waiting rank sleeps
   size_t tcp_buffer_bytes = 4 << 20;  // CONFLUX_SOCKET_BUFSIZE: SO_SNDBUF/SO_RCVBUF
+  int tcp_channels = 1;           // CONFLUX_TCP_CHANNELS: connections per TCP peer (1..16)
+  // CONFLUX_CHANNEL_MIN_BYTES: calls of at least this many bytes are split
+  // over the channels; -1 (unset): when the network probe finds that
+  // several flows outrun one (algo/channels.h).
+  int64_t channel_min_bytes = -1;
   std::string ofi_provider;       // CONFLUX_OFI_PROVIDER (e.g. "tcp;ofi_rxm", "shm", "efa")
   size_t ofi_piece_bytes = 1u << 20;  // CONFLUX_OFI_PIECE_SIZE: payload per provider message
   size_t ofi_inline_bytes = 32u << 10;  // CONFLUX_OFI_INLINE: payload sent inside the header message

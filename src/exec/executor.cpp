@@ -31,6 +31,7 @@ struct StepState {
   bool posted = false;
 };
 
+// The messages of one lane (a peer and one connection to it), in order.
 struct PeerQueues {
   std::vector<int> sends, recvs;
   size_t send_head = 0, recv_head = 0;
@@ -44,11 +45,17 @@ class Run {
 
  private:
   uint8_t* ptr(const algo::Slice& sl) const { return ctx_.buffers[sl.buf] + sl.offset; }
+  // Lanes: peer p's channel-0 link is lane p, an extra connection for
+  // channel c is lane c x n + p (n = ctx_.links.size()).
+  int lane_of(const Step& s) const;
+  int lane_peer(int lane) const { return lane % static_cast<int>(ctx_.links.size()); }
+  Link* lane_link(int lane) const;
+  std::string lane_name(int lane) const;
   void complete(int i);
   Status pass(bool* progressed);
   Status with_other_failures(Status st, int failed_peer) const;
-  Status advance_sends(int peer, PeerQueues& q, bool* progressed);
-  Status advance_recvs(int peer, PeerQueues& q, bool* progressed);
+  Status advance_sends(int lane, PeerQueues& q, bool* progressed);
+  Status advance_recvs(int lane, PeerQueues& q, bool* progressed);
   Status wait_for_work();
   std::string waiting_on() const;
   std::string stragglers() const;
@@ -58,14 +65,32 @@ class Run {
   std::vector<StepState> state_;
   std::vector<uint32_t> pending_;
   std::vector<uint32_t> dependents_begin_, dependents_;
-  std::vector<PeerQueues> queues_;
-  std::vector<int> active_peers_;
+  std::vector<PeerQueues> queues_;  // by lane
+  std::vector<int> active_lanes_;
   std::vector<int> ready_copies_;
   size_t done_ = 0;
   Clock::time_point next_liveness_check_{};
   bool collective_ = true;  // no Send/Recv signature among the steps
   Clock::time_point stalled_since_{};  // when waiting began without progress since
 };
+
+int Run::lane_of(const Step& s) const {
+  const size_t c = s.channel;
+  if (c == 0 || c > ctx_.channel_links.size()) return s.peer;
+  const std::vector<Link*>& extra = ctx_.channel_links[c - 1];
+  if (static_cast<size_t>(s.peer) >= extra.size() || extra[s.peer] == nullptr) return s.peer;
+  return static_cast<int>(c * ctx_.links.size()) + s.peer;
+}
+
+Link* Run::lane_link(int lane) const {
+  const size_t n = ctx_.links.size(), c = static_cast<size_t>(lane) / n;
+  return c == 0 ? ctx_.links[lane] : ctx_.channel_links[c - 1][static_cast<size_t>(lane) % n];
+}
+
+std::string Run::lane_name(int lane) const {
+  const size_t c = static_cast<size_t>(lane) / ctx_.links.size();
+  return "rank " + std::to_string(lane_peer(lane)) + (c == 0 ? "" : " (channel " + std::to_string(c) + ")");
+}
 
 void Run::complete(int i) {
   ++done_;
@@ -75,7 +100,7 @@ void Run::complete(int i) {
   }
 }
 
-Status Run::advance_sends(int peer, PeerQueues& q, bool* progressed) {
+Status Run::advance_sends(int lane, PeerQueues& q, bool* progressed) {
   while (q.send_head < q.sends.size()) {
     int i = q.sends[q.send_head];
     StepState& st = state_[i];
@@ -87,7 +112,7 @@ Status Run::advance_sends(int peer, PeerQueues& q, bool* progressed) {
       st.send.sig = ctx_.sigs[step.sig];
       st.posted = true;
     }
-    CFX_RETURN_IF_ERROR(ctx_.links[peer]->progress_send(st.send, progressed));
+    CFX_RETURN_IF_ERROR(lane_link(lane)->progress_send(st.send, progressed));
     if (!st.send.complete) return Status::Ok();
     ++q.send_head;
     complete(i);
@@ -95,7 +120,7 @@ Status Run::advance_sends(int peer, PeerQueues& q, bool* progressed) {
   return Status::Ok();
 }
 
-Status Run::advance_recvs(int peer, PeerQueues& q, bool* progressed) {
+Status Run::advance_recvs(int lane, PeerQueues& q, bool* progressed) {
   while (q.recv_head < q.recvs.size()) {
     int i = q.recvs[q.recv_head];
     StepState& st = state_[i];
@@ -112,7 +137,7 @@ Status Run::advance_recvs(int peer, PeerQueues& q, bool* progressed) {
       }
       st.posted = true;
     }
-    CFX_RETURN_IF_ERROR(ctx_.links[peer]->progress_recv(st.recv, progressed));
+    CFX_RETURN_IF_ERROR(lane_link(lane)->progress_recv(st.recv, progressed));
     if (!st.recv.complete) return Status::Ok();
     ++q.recv_head;
     complete(i);
@@ -129,11 +154,11 @@ Status Run::pass(bool* progressed) {
     *progressed = true;
     complete(i);
   }
-  for (int peer : active_peers_) {
-    PeerQueues& q = queues_[peer];
-    Status st = advance_recvs(peer, q, progressed);
-    if (st.ok()) st = advance_sends(peer, q, progressed);
-    if (!st.ok()) return with_other_failures(st, peer);
+  for (int lane : active_lanes_) {
+    PeerQueues& q = queues_[lane];
+    Status st = advance_recvs(lane, q, progressed);
+    if (st.ok()) st = advance_sends(lane, q, progressed);
+    if (!st.ok()) return with_other_failures(st, lane_peer(lane));
   }
   return Status::Ok();
 }
@@ -153,17 +178,17 @@ Status Run::with_other_failures(Status st, int failed_peer) const {
 
 std::string Run::waiting_on() const {
   std::string s;
-  for (int peer : active_peers_) {
-    const PeerQueues& q = queues_[peer];
+  for (int lane : active_lanes_) {
+    const PeerQueues& q = queues_[lane];
     if (q.recv_head < q.recvs.size()) {
       const StepState& st = state_[q.recvs[q.recv_head]];
-      s += (s.empty() ? "" : "; ") + std::string("receive from rank ") + std::to_string(peer) +
+      s += (s.empty() ? "" : "; ") + std::string("receive from ") + lane_name(lane) +
            (st.posted ? " (" + std::to_string(st.recv.done) + " of " + std::to_string(st.recv.bytes) + " bytes)"
                       : " (not started)");
     }
     if (q.send_head < q.sends.size()) {
       const StepState& st = state_[q.sends[q.send_head]];
-      s += (s.empty() ? "" : "; ") + std::string("send to rank ") + std::to_string(peer) +
+      s += (s.empty() ? "" : "; ") + std::string("send to ") + lane_name(lane) +
            (st.posted ? " (" + std::to_string(st.send.done) + " of " + std::to_string(st.send.bytes) + " bytes)"
                       : " (not started)");
     }
@@ -176,12 +201,19 @@ std::string Run::waiting_on() const {
 // on someone else themselves).
 std::string Run::stragglers() const {
   std::string s;
-  for (int peer : active_peers_) {
-    const PeerQueues& q = queues_[peer];
-    if (q.recvs.empty() || q.recv_head > 0) continue;
+  std::vector<bool> heard(ctx_.links.size(), false), named(ctx_.links.size(), false);
+  for (int lane : active_lanes_) {
+    const PeerQueues& q = queues_[lane];
+    if (q.recvs.empty()) continue;
     const StepState& st = state_[q.recvs[0]];
     // Unposted: this rank is not ready for it yet, so it proves nothing.
-    if (!st.posted || st.recv.done > 0 || st.recv.stage > 0) continue;
+    if (q.recv_head > 0 || st.recv.done > 0 || st.recv.stage > 0) heard[lane_peer(lane)] = true;
+  }
+  for (int lane : active_lanes_) {
+    const PeerQueues& q = queues_[lane];
+    const int peer = lane_peer(lane);
+    if (q.recvs.empty() || heard[peer] || named[peer] || !state_[q.recvs[0]].posted) continue;
+    named[peer] = true;
     s += (s.empty() ? "" : ",") + std::to_string(peer);
   }
   if (s.empty()) return "";
@@ -205,8 +237,8 @@ Status Run::wait_for_work() {
     // order need not be the cause.
     if (stalled_since_ == Clock::time_point{}) stalled_since_ = now;
     Status failed;
-    auto check = [&](int peer) {
-      Status st = ctx_.links[peer]->check_peer();
+    auto check = [&](Link* link) {
+      Status st = link->check_peer();
       if (st.ok()) return;
       // A forwarded notice may already quote this one: say it once.
       if (!failed.ok() && failed.message().find(st.message()) != std::string::npos) return;
@@ -214,13 +246,13 @@ Status Run::wait_for_work() {
     };
     if (collective_ && now - stalled_since_ >= kCheckAllLinksAfter) {
       for (size_t peer = 0; peer < ctx_.links.size(); ++peer)
-        if (ctx_.links[peer] != nullptr) check(static_cast<int>(peer));
+        if (ctx_.links[peer] != nullptr) check(ctx_.links[peer]);
     } else {
       // Only peers we still owe or expect a message: one whose part of this
       // call is over may have finished and exited cleanly.
-      for (int peer : active_peers_) {
-        const PeerQueues& q = queues_[peer];
-        if (q.send_head < q.sends.size() || q.recv_head < q.recvs.size()) check(peer);
+      for (int lane : active_lanes_) {
+        const PeerQueues& q = queues_[lane];
+        if (q.send_head < q.sends.size() || q.recv_head < q.recvs.size()) check(lane_link(lane));
       }
     }
     if (!failed.ok()) return failed;
@@ -229,16 +261,17 @@ Status Run::wait_for_work() {
   std::vector<pollfd> fds;
   // Sockets wake us directly; shared-memory peers (if any) are polled at 1 ms.
   int cap = ctx_.shm_waiter != nullptr ? 1 : 50;
-  for (int peer : active_peers_) {
-    int fd = ctx_.links[peer]->poll_fd();
+  for (int lane : active_lanes_) {
+    Link* link = lane_link(lane);
+    int fd = link->poll_fd();
     if (fd < 0) continue;
-    cap = std::min(cap, ctx_.links[peer]->max_sleep_ms());
-    const PeerQueues& q = queues_[peer];
+    cap = std::min(cap, link->max_sleep_ms());
+    const PeerQueues& q = queues_[lane];
     // Bytes for a receive not yet posted cannot move us on (and heartbeats
     // would wake us for nothing); check_peer() still sees a closed socket.
     const bool recv_waiting = q.recv_head < q.recvs.size() && state_[q.recvs[q.recv_head]].posted;
     const bool send_waiting = q.send_head < q.sends.size() && state_[q.sends[q.send_head]].posted;
-    fds.push_back({fd, ctx_.links[peer]->poll_events(recv_waiting, send_waiting), 0});
+    fds.push_back({fd, link->poll_events(recv_waiting, send_waiting), 0});
   }
   if (!fds.empty()) {
     ::poll(fds.data(), fds.size(), budget < 0 ? cap : std::min(budget, cap));
@@ -278,7 +311,7 @@ Status Run::go() {
     const Step& s = sched_.steps[i];
     for (uint32_t k = 0; k < s.dep_count; ++k) dependents_[fill[sched_.deps[s.dep_begin + k]]++] = static_cast<uint32_t>(i);
   }
-  queues_.resize(ctx_.links.size());
+  queues_.resize(ctx_.links.size() * (1 + ctx_.channel_links.size()));
   for (size_t i = 0; i < n; ++i) {
     const Step& s = sched_.steps[i];
     if (s.kind == StepKind::kCopy) {
@@ -287,8 +320,9 @@ Status Run::go() {
     }
     if (s.peer < 0 || static_cast<size_t>(s.peer) >= ctx_.links.size() || ctx_.links[s.peer] == nullptr)
       return internal_error("schedule names rank " + std::to_string(s.peer) + " which has no link");
-    PeerQueues& q = queues_[s.peer];
-    if (q.sends.empty() && q.recvs.empty()) active_peers_.push_back(s.peer);
+    const int lane = lane_of(s);
+    PeerQueues& q = queues_[lane];
+    if (q.sends.empty() && q.recvs.empty()) active_lanes_.push_back(lane);
     (s.kind == StepKind::kSend ? q.sends : q.recvs).push_back(static_cast<int>(i));
   }
   // Reverse: later copies were pushed last; run them in schedule order.

@@ -20,6 +20,10 @@ class ShmWaiter;  // sleeps on this rank's shared-memory doorbell
 
 struct ExecContext {
   std::vector<Link*> links;          // by peer rank (nullptr for self)
+  // Extra connections for multi-channel schedules: channel_links[c - 1][peer]
+  // carries Step::channel c; a missing one (nullptr, or too few channels)
+  // means channel 0's link.
+  std::vector<std::vector<Link*>> channel_links;
   std::vector<uint8_t*> buffers;     // bound to algo::BufIndex values
   std::vector<OpSig> sigs;           // by Step::sig
   ReduceFn reduce = nullptr;         // for kRecvReduce

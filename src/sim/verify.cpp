@@ -117,7 +117,7 @@ struct RankState {
   std::vector<int32_t> qprev;     // previous step on the same link queue
   std::vector<uint32_t> know;     // Barrier: arrivals this step follows
   std::vector<uint8_t> enabled, done, paired;
-  std::unordered_map<int, int> queue_of;  // peer -> index into queues
+  std::unordered_map<int, int> queue_of;  // lane (peer + channel x n) -> index into queues
   std::vector<Queue> queues;
   std::vector<std::pair<int32_t, int32_t>> reader_pool;  // (step, next)
   std::vector<uint32_t> stamp;
@@ -256,7 +256,7 @@ class Verifier {
       if (st.kind != StepKind::kCopy) {
         if (st.peer < 0 || st.peer >= n_ || st.peer == r)
           return fail(where(r, i) + ": bad peer " + std::to_string(st.peer));
-        auto [it, fresh] = rs.queue_of.emplace(st.peer, static_cast<int>(rs.queues.size()));
+        auto [it, fresh] = rs.queue_of.emplace(lane(st.peer, st.channel), static_cast<int>(rs.queues.size()));
         if (fresh) rs.queues.emplace_back();
         Queue& q = rs.queues[it->second];
         auto& list = st.kind == StepKind::kSend ? q.sends : q.recvs;
@@ -393,19 +393,19 @@ class Verifier {
     if (st.kind == StepKind::kCopy) {
       ready_.push_back({r, i, -1});
     } else if (st.kind == StepKind::kSend) {
-      try_pair(r, st.peer);
+      try_pair(r, st.peer, st.channel);
     } else {
-      try_pair(st.peer, r);
+      try_pair(st.peer, r, st.channel);
     }
   }
 
   // The heads of sender s's queue to d and of d's queue from s are the k-th
   // send and the k-th receive; once both are posted they can complete.
-  void try_pair(int s, int d) {
+  void try_pair(int s, int d, int channel) {
     RankState& snd = ranks_[s];
     RankState& rcv = ranks_[d];
-    auto qs = snd.queue_of.find(d);
-    auto qr = rcv.queue_of.find(s);
+    auto qs = snd.queue_of.find(lane(d, channel));
+    auto qr = rcv.queue_of.find(lane(s, channel));
     if (qs == snd.queue_of.end() || qr == rcv.queue_of.end()) return;
     Queue& a = snd.queues[qs->second];
     Queue& b = rcv.queues[qr->second];
@@ -445,6 +445,9 @@ class Verifier {
     complete(r, i);
   }
 
+  // Messages pair up per lane: a peer and one of the connections to it.
+  int lane(int peer, int channel) const { return peer + channel * n_; }
+
   void run_pair(int s, int si, int d, int ri) {
     RankState& snd = ranks_[s];
     RankState& rcv = ranks_[d];
@@ -479,14 +482,15 @@ class Verifier {
       bool unused = false;
       rcv.know[ri] = sets_.unite(knowledge_of(d, ri), snd.know[si], false, &unused);
     }
-    Queue& a = snd.queues[snd.queue_of[d]];
-    Queue& b = rcv.queues[rcv.queue_of[s]];
+    const int channel = snd.sched.steps[si].channel;
+    Queue& a = snd.queues[snd.queue_of[lane(d, channel)]];
+    Queue& b = rcv.queues[rcv.queue_of[lane(s, channel)]];
     ++a.send_head;
     ++b.recv_head;
     ++result_.messages;
     complete(s, si);
     complete(d, ri);
-    try_pair(s, d);
+    try_pair(s, d, channel);
   }
 
   void simulate() {
@@ -527,9 +531,10 @@ class Verifier {
         } else if (st.kind != StepKind::kCopy) {
           bool sending = st.kind == StepKind::kSend;
           const RankState& other = ranks_[st.peer];
-          auto q = other.queue_of.find(r);
+          auto q = other.queue_of.find(lane(r, st.channel));
+          const Queue& own = rs.queues[rs.queue_of.at(lane(st.peer, st.channel))];
           size_t mine = 0;
-          for (int j : (sending ? rs.queues[rs.queue_of.at(st.peer)].sends : rs.queues[rs.queue_of.at(st.peer)].recvs)) {
+          for (int j : (sending ? own.sends : own.recvs)) {
             if (j == static_cast<int>(i)) break;
             ++mine;
           }

@@ -1,6 +1,7 @@
 // The correctness matrix: every collective x datatype x op x count x
 // in-place/out-of-place, against the reference, for 1..8 ranks on shared
-// memory (ordinary and cfxMemAlloc buffers) and on TCP. Tiny chunks and
+// memory (ordinary and cfxMemAlloc buffers) and on TCP (one connection per
+// peer, and several: multi-channel). Tiny chunks and
 // slots force the multi-chunk paths.
 #include "core/config.h"
 #include "support/mp_harness.h"
@@ -17,6 +18,7 @@ struct MatrixParam {
   const char* transport;
   int nranks;
   bool shared_buffers = false;  // buffers from cfxMemAlloc
+  int tcp_channels = 1;         // > 1: every call split over that many connections per peer
 };
 
 constexpr cfxRedOp_t kOps[] = {cfxSum, cfxProd, cfxMax, cfxMin, cfxAvg};
@@ -50,6 +52,10 @@ TEST_P(CollectiveMatrix, MatchesReference) {
   RunOptions opts;
   opts.env = {{"CONFLUX_TRANSPORT", p.transport}, {"CONFLUX_CHUNK_SIZE", "256"}, {"CONFLUX_SHM_SLOT_SIZE", "128"},
               {"CONFLUX_SHM_SLOTS", "4"}, {"CONFLUX_TIMEOUT", "60"}};
+  if (p.tcp_channels > 1) {
+    opts.env["CONFLUX_TCP_CHANNELS"] = std::to_string(p.tcp_channels);
+    opts.env["CONFLUX_CHANNEL_MIN_BYTES"] = "0";
+  }
   opts.timeout_s = 240;
   auto body = [shared = p.shared_buffers](cfxComm_t comm, int rank, int n) {
     use_shared_buffers(shared);
@@ -61,7 +67,8 @@ TEST_P(CollectiveMatrix, MatchesReference) {
 
 std::string name_of(const ::testing::TestParamInfo<MatrixParam>& info) {
   return std::string(info.param.transport) + "_" + std::to_string(info.param.nranks) + "ranks" +
-         (info.param.shared_buffers ? "_memalloc" : "");
+         (info.param.shared_buffers ? "_memalloc" : "") +
+         (info.param.tcp_channels > 1 ? "_" + std::to_string(info.param.tcp_channels) + "channels" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shm, CollectiveMatrix,
@@ -77,6 +84,12 @@ INSTANTIATE_TEST_SUITE_P(ShmMemAlloc, CollectiveMatrix,
 INSTANTIATE_TEST_SUITE_P(Tcp, CollectiveMatrix,
                          ::testing::Values(MatrixParam{"tcp", 2}, MatrixParam{"tcp", 3}, MatrixParam{"tcp", 4},
                                            MatrixParam{"tcp", 5}, MatrixParam{"tcp", 8}),
+                         name_of);
+// Multi-channel TCP: every splittable call runs over several connections
+// per peer (CONFLUX_CHANNEL_MIN_BYTES=0), parts of a few tiny chunks each.
+INSTANTIATE_TEST_SUITE_P(TcpChannels, CollectiveMatrix,
+                         ::testing::Values(MatrixParam{"tcp", 2, false, 3}, MatrixParam{"tcp", 3, false, 2},
+                                           MatrixParam{"tcp", 5, false, 4}),
                          name_of);
 
 }  // namespace
