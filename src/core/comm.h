@@ -73,9 +73,9 @@ struct cfxComm {
                                     conflux::Deadline deadline);
   conflux::Result<conflux::Socket> connect_nearest_or_fallback(int peer, conflux::SockAddr* addr,
                                                               conflux::Deadline deadline);
-  conflux::Status open_shm_peers(const std::vector<bool>& shm_peer);
-  // Where the TCP connection for (peer, channel) is kept.
-  std::unique_ptr<conflux::Link>& tcp_link_slot(int peer, int channel);
+  conflux::Status open_shm_peers(const std::vector<bool>& shm_peer, bool any_tcp_peer);
+  // Where the link for (peer, channel) is kept.
+  std::unique_ptr<conflux::Link>& channel_link_slot(int peer, int channel);
   void build_ring();
   void log_init_summary() const;
 
@@ -95,8 +95,9 @@ struct cfxComm {
   std::vector<int> ring_;
   std::vector<std::unique_ptr<conflux::Link>> links_;  // by peer; null for self
   std::vector<conflux::Link*> link_ptrs_;
-  // Extra TCP connections, [channel - 1][peer] (CONFLUX_TCP_CHANNELS > 1);
-  // null for peers reached otherwise.
+  // Links of channels 1.. (CONFLUX_TCP_CHANNELS > 1 with TCP peers):
+  // [channel - 1][peer], a TCP connection or a shared-memory ring pair;
+  // null for peers reached otherwise (libfabric).
   int tcp_channels_ = 1;
   std::vector<std::vector<std::unique_ptr<conflux::Link>>> channel_links_;
   std::vector<std::vector<conflux::Link*>> channel_link_ptrs_;

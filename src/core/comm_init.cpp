@@ -136,7 +136,10 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
   // Forcing a network transport (tcp, ofi) means every peer uses it, same host or not.
   const bool shm_allowed = cfg.transport != TransportChoice::kTcp && cfg.transport != TransportChoice::kOfi && nranks > 1;
   if (shm_allowed) {
-    ShmSegment::Layout layout{nranks, cfg.shm_slots, cfg.shm_slot_bytes};
+    // Rings for every channel this rank may use: multi-channel schedules
+    // cross same-host peers too (hier), and channels sharing one ring would
+    // run one after another.
+    ShmSegment::Layout layout{nranks, cfg.shm_slots, cfg.shm_slot_bytes, cfg.tcp_channels};
     char name[48];
     std::snprintf(name, sizeof name, "/cfx-%016llx-%d-%d", static_cast<unsigned long long>(id.comm_id), rank,
                   mine.pid);
@@ -195,7 +198,7 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
 #ifdef CONFLUX_HAVE_OFI  // ofi hook: every peer, same host or not
   if (ofi) CFX_RETURN_IF_ERROR(ofi_connect_peers(ofi, table_, rank, id.comm_id, &links_, &use_shm, &use_tcp));
 #endif
-  CFX_RETURN_IF_ERROR(open_shm_peers(use_shm));
+  CFX_RETURN_IF_ERROR(open_shm_peers(use_shm, std::any_of(use_tcp.begin(), use_tcp.end(), [](bool b) { return b; })));
   CFX_RETURN_IF_ERROR(connect_tcp_peers(listener, use_tcp, deadline));
   if (std::none_of(use_shm.begin(), use_shm.end(), [](bool b) { return b; })) shm_waiter_.reset();
   link_ptrs_.resize(nranks);
@@ -232,12 +235,16 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
   return Status::Ok();
 }
 
-Status cfxComm::open_shm_peers(const std::vector<bool>& shm_peer) {
+Status cfxComm::open_shm_peers(const std::vector<bool>& shm_peer, bool any_tcp_peer) {
+  // Channels matter only where TCP peers exist (a split needs channel links
+  // to a TCP peer); then same-host peers get a link per channel as well.
+  const int channels = any_tcp_peer ? tcp_channels_ : 1;
   for (int p = 0; p < nranks_; ++p) {
     if (!shm_peer[p]) continue;
     CFX_ASSIGN_OR_RETURN(peer_segments_[p], ShmSegment::open(table_[p].shm_name, table_[p].shm_bytes));
-    int pidfd = open_pidfd(table_[p].pid);
-    links_[p] = std::make_unique<ShmLink>(my_segment_, peer_segments_[p], rank_, p, table_[p].pid, pidfd);
+    for (int c = 0; c < channels; ++c)
+      channel_link_slot(p, c) = std::make_unique<ShmLink>(my_segment_, peer_segments_[p], rank_, p, table_[p].pid,
+                                                          open_pidfd(table_[p].pid), c);
   }
   return Status::Ok();
 }
@@ -261,7 +268,7 @@ Result<Socket> cfxComm::connect_nearest_or_fallback(int p, SockAddr* addr, Deadl
   return Socket::connect_to(fallback, deadline);
 }
 
-std::unique_ptr<Link>& cfxComm::tcp_link_slot(int peer, int channel) {
+std::unique_ptr<Link>& cfxComm::channel_link_slot(int peer, int channel) {
   if (channel == 0) return links_[peer];
   if (channel_links_.size() < static_cast<size_t>(tcp_channels_ - 1))
     channel_links_.resize(static_cast<size_t>(tcp_channels_ - 1));
@@ -294,7 +301,7 @@ Status cfxComm::connect_tcp_peers(const Socket& listener, const std::vector<bool
       PeerHello hello{id_.comm_id, rank_, channel};
       CFX_RETURN_IF_ERROR(s->send_all(&hello, sizeof hello, deadline).prepend(where()));
       s->tune_for_bulk(cfg.tcp_buffer_bytes);
-      tcp_link_slot(p, channel) = std::make_unique<TcpLink>(std::move(s).value(), p, 256 * 1024);
+      channel_link_slot(p, channel) = std::make_unique<TcpLink>(std::move(s).value(), p, 256 * 1024);
     }
   }
   while (expected_accepts > 0) {
@@ -312,14 +319,14 @@ Status cfxComm::connect_tcp_peers(const Socket& listener, const std::vector<bool
     if (st.ok()) st = s->recv_all(&hello, sizeof hello, hs);
     if (st.ok() && hello.comm_id != id_.comm_id) st = remote_error("connection is for another communicator");
     if (st.ok() && (hello.rank <= rank_ || hello.rank >= nranks_ || !tcp_peer[hello.rank] || hello.channel < 0 ||
-                    hello.channel >= tcp_channels_ || tcp_link_slot(hello.rank, hello.channel)))
+                    hello.channel >= tcp_channels_ || channel_link_slot(hello.rank, hello.channel)))
       st = remote_error("unexpected rank " + std::to_string(hello.rank) + " channel " + std::to_string(hello.channel));
     if (!st.ok()) {
       CFX_WARN(kNet, "dropped connection from %s: %s", from.str().c_str(), st.message().c_str());
       continue;
     }
     s->tune_for_bulk(cfg.tcp_buffer_bytes);
-    tcp_link_slot(hello.rank, hello.channel) = std::make_unique<TcpLink>(std::move(s).value(), hello.rank, 256 * 1024);
+    channel_link_slot(hello.rank, hello.channel) = std::make_unique<TcpLink>(std::move(s).value(), hello.rank, 256 * 1024);
     --expected_accepts;
   }
   return Status::Ok();

@@ -9,6 +9,9 @@
 # Source it, then:   cfx_hosts_up H [rate]      (rate e.g. 1gbit caps each host link with tbf)
 #                    cfx_add_network H SUBNET IF (a second network: interface IF on every
 #                                                host, SUBNET.<h+1>/24, its own bridge)
+#                    cfx_flow_cap H RATE        (caps every TCP flow leaving each host at RATE,
+#                                                as clouds cap one flow: AWS 5 Gbit/s outside a
+#                                                placement group; the host link stays uncapped)
 #                    cfx_run_cluster H R cmd...  (runs R ranks per host; RANK etc. set; exit status)
 #                    cfx_hosts_down
 # Requires root (ip netns, veth, tc).
@@ -48,6 +51,44 @@ cfx_hosts_up() {
       tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
     fi
   done
+}
+
+# Per-flow caps without fq's maxrate (not in this kernel): an htb class per
+# (source port mod 16, destination port mod 16), chosen by two levels of
+# u32 hash tables on the TCP ports; non-TCP traffic goes uncapped. Each
+# host's ephemeral ports (listeners bound to port 0 and outgoing
+# connections) are confined to 40000-40015, so a port's low nibble names
+# it and no two flows between two hosts share a class. Fixed ports (the
+# rendezvous) fall outside and may share.
+cfx_flow_cap() {
+  local hosts=$1 rate=$2 h i j b ns batch
+  batch=$(mktemp)
+  for ((h = 0; h < hosts; h++)); do
+    ns=${CFX_NS_PREFIX}h$h
+    ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="40000 40015"
+    {
+      echo "qdisc add dev eth0 root handle 1: htb default 1"
+      echo "class add dev eth0 parent 1: classid 1:1 htb rate 100gbit quantum 60000"
+      for ((i = 0; i < 16; i++)); do
+        echo "filter add dev eth0 parent 1: prio 1 handle $((i + 2)): protocol ip u32 divisor 16"
+        for ((j = 0; j < 16; j++)); do
+          b=$(printf '%x' $((0x100 + i * 16 + j)))
+          echo "class add dev eth0 parent 1: classid 1:$b htb rate $rate ceil $rate burst 64k quantum 60000"
+          echo "filter add dev eth0 parent 1: prio 1 protocol ip u32 ht $((i + 2)):$(printf '%x' "$j"): match ip protocol 6 0xff flowid 1:$b"
+        done
+      done
+      # Table 1's bucket i (source nibble i) hashes the destination port's
+      # low nibble (bytes 22-23 of the packet) into table i + 2...
+      echo "filter add dev eth0 parent 1: prio 1 handle 1: protocol ip u32 divisor 16"
+      for ((i = 0; i < 16; i++)); do
+        echo "filter add dev eth0 parent 1: prio 1 protocol ip u32 ht 1:$(printf '%x' "$i"): match ip protocol 6 0xff hashkey mask 0x0000000f at 20 link $((i + 2)):"
+      done
+      # ...and the root table hashes the source port's low nibble (bytes 20-21) into table 1.
+      echo "filter add dev eth0 parent 1: prio 1 protocol ip u32 ht 800:: match ip protocol 6 0xff hashkey mask 0x000f0000 at 20 link 1:"
+    } >"$batch"
+    tc -n "$ns" -batch "$batch"
+  done
+  rm -f "$batch"
 }
 
 cfx_add_network() {

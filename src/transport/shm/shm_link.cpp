@@ -11,15 +11,22 @@
 namespace conflux {
 
 ShmLink::ShmLink(const ShmSegment& mine, const ShmSegment& theirs, int my_rank, int peer, int peer_pid,
-                 int pidfd)
-    : mine_(mine), theirs_(theirs), my_rank_(my_rank), peer_(peer), peer_pid_(peer_pid), pidfd_(pidfd) {}
+                 int pidfd, int channel)
+    : mine_(mine),
+      theirs_(theirs),
+      my_rank_(my_rank),
+      peer_(peer),
+      send_ring_(theirs.layout().ring_index(my_rank, channel)),
+      recv_ring_(mine.layout().ring_index(peer, channel)),
+      peer_pid_(peer_pid),
+      pidfd_(pidfd) {}
 
 ShmLink::~ShmLink() {
   if (pidfd_ >= 0) ::close(pidfd_);
 }
 
 Status ShmLink::progress_send(SendOp& op, bool* progressed) {
-  ShmRingControl& ring = theirs_.ring(my_rank_);
+  ShmRingControl& ring = theirs_.ring(send_ring_);
   const auto nslots = static_cast<uint64_t>(theirs_.layout().nslots);
   const size_t slot_bytes = theirs_.layout().slot_bytes;
   uint64_t tail = ring.tail.load(std::memory_order_relaxed);
@@ -28,11 +35,11 @@ Status ShmLink::progress_send(SendOp& op, bool* progressed) {
   while (!op.complete) {
     if (tail - ring.head.load(std::memory_order_acquire) >= nslots) break;  // ring full
     size_t piece = std::min(slot_bytes, op.bytes - op.done);
-    ShmSlotHeader& h = theirs_.slot_header(my_rank_, tail);
+    ShmSlotHeader& h = theirs_.slot_header(send_ring_, tail);
     h.msg_bytes = op.bytes;
     h.piece_bytes = static_cast<uint32_t>(piece);
     h.sig = op.sig;
-    if (piece > 0) std::memcpy(theirs_.slot_data(my_rank_, tail), op.buf + op.done, piece);
+    if (piece > 0) std::memcpy(theirs_.slot_data(send_ring_, tail), op.buf + op.done, piece);
     ring.tail.store(++tail, std::memory_order_release);
     op.done += piece;
     published = true;
@@ -46,17 +53,17 @@ Status ShmLink::progress_send(SendOp& op, bool* progressed) {
 }
 
 Status ShmLink::progress_recv(RecvOp& op, bool* progressed) {
-  ShmRingControl& ring = mine_.ring(peer_);
+  ShmRingControl& ring = mine_.ring(recv_ring_);
   uint64_t head = ring.head.load(std::memory_order_relaxed);
   bool consumed = false;
   while (!op.complete) {
     if (head == ring.tail.load(std::memory_order_acquire)) break;  // empty
-    const ShmSlotHeader& h = mine_.slot_header(peer_, head);
+    const ShmSlotHeader& h = mine_.slot_header(recv_ring_, head);
     if (op.done == 0) CFX_RETURN_IF_ERROR(check_incoming(op.sig, op.bytes, h.sig, h.msg_bytes, peer_));
     size_t piece = h.piece_bytes;
     if (piece > op.bytes - op.done)
       return remote_error("corrupt shared-memory slot from rank " + std::to_string(peer_));
-    const uint8_t* data = mine_.slot_data(peer_, head);
+    const uint8_t* data = mine_.slot_data(recv_ring_, head);
     if (op.reduce != nullptr)
       op.reduce(op.dst + op.done, op.reduce_with + op.done, data, piece / op.elem_size);
     else if (piece > 0)

@@ -13,7 +13,10 @@ class ShmLink final : public Link {
  public:
   // `mine` is this rank's segment, `theirs` the peer's; `pidfd` watches the
   // peer process (-1 if pidfd_open is unavailable; then kill(pid, 0)).
-  ShmLink(const ShmSegment& mine, const ShmSegment& theirs, int my_rank, int peer, int peer_pid, int pidfd);
+  // `channel` picks the pair of rings (one link per channel; see
+  // ShmSegment::Layout::channels).
+  ShmLink(const ShmSegment& mine, const ShmSegment& theirs, int my_rank, int peer, int peer_pid, int pidfd,
+          int channel = 0);
   ~ShmLink() override;
   const char* kind() const override { return "shm"; }
   Status progress_send(SendOp& op, bool* progressed) override;
@@ -27,6 +30,8 @@ class ShmLink final : public Link {
   const ShmSegment& theirs_;
   int my_rank_;
   int peer_;
+  int send_ring_;  // ours in the peer's segment
+  int recv_ring_;  // the peer's in ours
   int peer_pid_;
   int pidfd_;
 };

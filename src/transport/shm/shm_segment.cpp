@@ -21,14 +21,16 @@ struct SegmentHeader {
   int32_t nranks;
   int32_t nslots;
   uint64_t slot_bytes;
-  char pad[64 - 24];
+  int32_t channels;
+  char pad[64 - 28];
   ShmDoorbell doorbell;
 };
 
 }  // namespace
 
 size_t ShmSegment::Layout::total_bytes() const {
-  return sizeof(SegmentHeader) + static_cast<size_t>(nranks) * (ring_bytes() + sizeof(ShmNotice));
+  return sizeof(SegmentHeader) + static_cast<size_t>(nranks) * (static_cast<size_t>(channels) * ring_bytes() +
+                                                                 sizeof(ShmNotice));
 }
 
 ShmSegment::ShmSegment(ShmSegment&& o) noexcept { *this = std::move(o); }
@@ -76,6 +78,7 @@ Result<ShmSegment> ShmSegment::create(const std::string& name, const Layout& lay
   seg.base_ = static_cast<uint8_t*>(p);
   auto* h = new (seg.base_) SegmentHeader{};
   h->nranks = layout.nranks;
+  h->channels = layout.channels;
   h->nslots = layout.nslots;
   h->slot_bytes = layout.slot_bytes;
   new (&h->doorbell) ShmDoorbell();
@@ -106,34 +109,34 @@ Result<ShmSegment> ShmSegment::open(const std::string& name, size_t expected_byt
   seg.name_ = name;
   auto* h = reinterpret_cast<SegmentHeader*>(seg.base_);
   if (h->magic != kSegMagic) return remote_error("peer segment " + name + " is not initialised");
-  seg.layout_ = Layout{h->nranks, h->nslots, h->slot_bytes};
+  seg.layout_ = Layout{h->nranks, h->nslots, h->slot_bytes, h->channels};
   if (seg.layout_.total_bytes() != expected_bytes) return remote_error("peer segment " + name + " has a bad layout");
   return seg;
 }
 
 ShmDoorbell& ShmSegment::doorbell() const { return reinterpret_cast<SegmentHeader*>(base_)->doorbell; }
 
-ShmRingControl& ShmSegment::ring(int sender) const {
+ShmRingControl& ShmSegment::ring(int ring_index) const {
   return *reinterpret_cast<ShmRingControl*>(base_ + sizeof(SegmentHeader) +
-                                            static_cast<size_t>(sender) * layout_.ring_bytes());
+                                            static_cast<size_t>(ring_index) * layout_.ring_bytes());
 }
 
 ShmNotice& ShmSegment::notice(int sender) const {
   // After all rings; ring_bytes() is a multiple of 64 (slot headers are), so
   // each notice keeps its cache-line alignment.
   return *reinterpret_cast<ShmNotice*>(base_ + sizeof(SegmentHeader) +
-                                       static_cast<size_t>(layout_.nranks) * layout_.ring_bytes() +
+                                       static_cast<size_t>(layout_.nranks) * layout_.channels * layout_.ring_bytes() +
                                        static_cast<size_t>(sender) * sizeof(ShmNotice));
 }
 
-ShmSlotHeader& ShmSegment::slot_header(int sender, uint64_t index) const {
-  auto* ring_base = reinterpret_cast<uint8_t*>(&ring(sender));
+ShmSlotHeader& ShmSegment::slot_header(int ring_index, uint64_t index) const {
+  auto* ring_base = reinterpret_cast<uint8_t*>(&ring(ring_index));
   return *reinterpret_cast<ShmSlotHeader*>(ring_base + sizeof(ShmRingControl) +
                                            (index % layout_.nslots) * layout_.slot_stride());
 }
 
-uint8_t* ShmSegment::slot_data(int sender, uint64_t index) const {
-  return reinterpret_cast<uint8_t*>(&slot_header(sender, index)) + sizeof(ShmSlotHeader);
+uint8_t* ShmSegment::slot_data(int ring_index, uint64_t index) const {
+  return reinterpret_cast<uint8_t*>(&slot_header(ring_index, index)) + sizeof(ShmSlotHeader);
 }
 
 void ring_doorbell(ShmDoorbell& d) {

@@ -51,9 +51,12 @@ class ShmSegment {
     int nranks = 0;
     int nslots = 0;
     size_t slot_bytes = 0;
+    int channels = 1;  // rings per sender (multi-channel schedules, CONFLUX_TCP_CHANNELS)
     size_t slot_stride() const { return sizeof(ShmSlotHeader) + slot_bytes; }
     size_t ring_bytes() const { return sizeof(ShmRingControl) + nslots * slot_stride(); }
     size_t total_bytes() const;
+    // The ring that carries `sender`'s messages on `channel`.
+    int ring_index(int sender, int channel) const { return sender + channel * nranks; }
   };
 
   ShmSegment() = default;
@@ -67,10 +70,11 @@ class ShmSegment {
 
   const Layout& layout() const { return layout_; }
   ShmDoorbell& doorbell() const;
-  ShmRingControl& ring(int sender) const;
+  // Rings by Layout::ring_index; notices by sender.
+  ShmRingControl& ring(int ring_index) const;
   ShmNotice& notice(int sender) const;
-  ShmSlotHeader& slot_header(int sender, uint64_t index) const;
-  uint8_t* slot_data(int sender, uint64_t index) const;
+  ShmSlotHeader& slot_header(int ring_index, uint64_t index) const;
+  uint8_t* slot_data(int ring_index, uint64_t index) const;
 
  private:
   uint8_t* base_ = nullptr;
