@@ -54,37 +54,38 @@ cfx_hosts_up() {
 }
 
 # Per-flow caps without fq's maxrate (not in this kernel): an htb class per
-# (source port mod 16, destination port mod 16), chosen by two levels of
+# (source port mod 64, destination port mod 64), chosen by two levels of
 # u32 hash tables on the TCP ports; non-TCP traffic goes uncapped. Each
 # host's ephemeral ports (listeners bound to port 0 and outgoing
-# connections) are confined to 40000-40015, so a port's low nibble names
-# it and no two flows between two hosts share a class. Fixed ports (the
-# rendezvous) fall outside and may share.
+# connections) are confined to 40000-40063, so a port's low six bits name
+# it and no two flows between two hosts share a class; tcp_tw_reuse lets
+# new connections reuse ports that earlier launches left in TIME_WAIT.
+# Fixed ports (the rendezvous) fall outside and may share.
 cfx_flow_cap() {
   local hosts=$1 rate=$2 h i j b ns batch
   batch=$(mktemp)
   for ((h = 0; h < hosts; h++)); do
     ns=${CFX_NS_PREFIX}h$h
-    ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="40000 40015"
+    ip netns exec "$ns" sysctl -qw net.ipv4.ip_local_port_range="40000 40063" net.ipv4.tcp_tw_reuse=1
     {
       echo "qdisc add dev eth0 root handle 1: htb default 1"
       echo "class add dev eth0 parent 1: classid 1:1 htb rate 100gbit quantum 60000"
-      for ((i = 0; i < 16; i++)); do
-        echo "filter add dev eth0 parent 1: prio 1 handle $((i + 2)): protocol ip u32 divisor 16"
-        for ((j = 0; j < 16; j++)); do
-          b=$(printf '%x' $((0x100 + i * 16 + j)))
+      for ((i = 0; i < 64; i++)); do
+        echo "filter add dev eth0 parent 1: prio 1 handle $((i + 2)): protocol ip u32 divisor 64"
+        for ((j = 0; j < 64; j++)); do
+          b=$(printf '%x' $((0x1000 + i * 64 + j)))
           echo "class add dev eth0 parent 1: classid 1:$b htb rate $rate ceil $rate burst 64k quantum 60000"
           echo "filter add dev eth0 parent 1: prio 1 protocol ip u32 ht $((i + 2)):$(printf '%x' "$j"): match ip protocol 6 0xff flowid 1:$b"
         done
       done
-      # Table 1's bucket i (source nibble i) hashes the destination port's
-      # low nibble (bytes 22-23 of the packet) into table i + 2...
-      echo "filter add dev eth0 parent 1: prio 1 handle 1: protocol ip u32 divisor 16"
-      for ((i = 0; i < 16; i++)); do
-        echo "filter add dev eth0 parent 1: prio 1 protocol ip u32 ht 1:$(printf '%x' "$i"): match ip protocol 6 0xff hashkey mask 0x0000000f at 20 link $((i + 2)):"
+      # Table 1's bucket i (source port bits i) hashes the destination
+      # port's low six bits (bytes 22-23 of the packet) into table i + 2...
+      echo "filter add dev eth0 parent 1: prio 1 handle 1: protocol ip u32 divisor 64"
+      for ((i = 0; i < 64; i++)); do
+        echo "filter add dev eth0 parent 1: prio 1 protocol ip u32 ht 1:$(printf '%x' "$i"): match ip protocol 6 0xff hashkey mask 0x0000003f at 20 link $((i + 2)):"
       done
-      # ...and the root table hashes the source port's low nibble (bytes 20-21) into table 1.
-      echo "filter add dev eth0 parent 1: prio 1 protocol ip u32 ht 800:: match ip protocol 6 0xff hashkey mask 0x000f0000 at 20 link 1:"
+      # ...and the root table hashes the source port's low six bits (bytes 20-21) into table 1.
+      echo "filter add dev eth0 parent 1: prio 1 protocol ip u32 ht 800:: match ip protocol 6 0xff hashkey mask 0x003f0000 at 20 link 1:"
     } >"$batch"
     tc -n "$ns" -batch "$batch"
   done
