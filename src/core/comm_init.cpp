@@ -310,7 +310,11 @@ Status cfxComm::connect_tcp_peers(const Socket& listener, const std::vector<bool
     if (!s.ok()) {
       std::string missing;
       for (int p = rank_ + 1; p < nranks_; ++p)
-        if (tcp_peer[p] && !links_[p]) missing += (missing.empty() ? "" : ",") + std::to_string(p);
+        for (int channel = 0; channel < tcp_channels_; ++channel)
+          if (tcp_peer[p] && !channel_link_slot(p, channel)) {
+            missing += (missing.empty() ? "" : ",") + std::to_string(p);
+            break;
+          }
       return timeout_error("waiting for TCP connections from ranks " + missing);
     }
     Deadline hs = std::min(deadline, deadline_after_ms(kPeerHandshakeMs));
