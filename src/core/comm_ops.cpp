@@ -165,8 +165,9 @@ void cfxComm::choose_channel_split(double one_flow_gbps, double all_flows_gbps) 
   // core that cannot keep one flow's pace), and only for calls large
   // enough that each channel still moves whole chunks of work.
   constexpr double kGain = 1.2;
-  constexpr size_t kPerChannel = 256 * 1024;
-  if (one_flow_gbps > 0 && all_flows_gbps >= kGain * one_flow_gbps) channel_min_bytes_ = tcp_channels_ * kPerChannel;
+  constexpr size_t kPerChannel = size_t{256} << 10;
+  if (one_flow_gbps > 0 && all_flows_gbps >= kGain * one_flow_gbps)
+    channel_min_bytes_ = static_cast<size_t>(tcp_channels_) * kPerChannel;
   CFX_INFO(kTune, "network probe: 1 flow %.3f GB/s, %d flows %.3f GB/s: %s", one_flow_gbps, tcp_channels_,
            all_flows_gbps,
            channel_min_bytes_ == SIZE_MAX ? "no split over channels"
