@@ -14,6 +14,7 @@
 #include "transport/transport.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -80,6 +81,9 @@ struct cfxComm {
   void log_init_summary() const;
 
   conflux::Status run_locked(std::vector<conflux::OpDesc>& ops);
+  // Before a collective: every link's liveness check, at most every 100 ms.
+  conflux::Status check_peers_between_calls();
+  std::chrono::steady_clock::time_point next_peer_check_{};
   conflux::Status run_collective(const conflux::OpDesc& op);
   conflux::Status run_p2p_batch(const std::vector<const conflux::OpDesc*>& ops);
   uint8_t* scratch(size_t bytes);

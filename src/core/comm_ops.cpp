@@ -217,6 +217,8 @@ Status cfxComm::run_locked(std::vector<OpDesc>& ops) {
   // for notices before every call, not only while stalled. Cheap: a flag per
   // shm or libfabric link; TCP links are read while waiting.
   Status st = check_notices();
+  const bool collective = std::any_of(ops.begin(), ops.end(), [](const OpDesc& op) { return !op.is_p2p(); });
+  if (st.ok() && collective) st = check_peers_between_calls();
   for (size_t i = 0; i < ops.size() && st.ok();) {
     if (!ops[i].is_p2p()) {
       st = run_collective(ops[i]);
@@ -241,6 +243,20 @@ Status cfxComm::run_locked(std::vector<OpDesc>& ops) {
     CFX_WARN(kColl, "%s", st.message().c_str());
   }
   return st;
+}
+
+Status cfxComm::check_peers_between_calls() {
+  // A rank may never wait on a dead peer: a Broadcast root, or any rank
+  // whose only traffic to a dead leaf is sends that complete locally
+  // (libfabric injects small messages without a completion). Its calls
+  // would succeed forever. A collective needs every rank of the
+  // communicator, so every link is checked, at most every 100 ms.
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_peer_check_) return Status::Ok();
+  next_peer_check_ = now + std::chrono::milliseconds(100);
+  for (auto& link : links_)
+    if (link != nullptr) CFX_RETURN_IF_ERROR(link->check_peer());
+  return Status::Ok();
 }
 
 Status cfxComm::check_notices() {
