@@ -84,6 +84,7 @@ struct cfxComm {
   // Before a collective: every link's liveness check, at most every 100 ms.
   conflux::Status check_peers_between_calls();
   std::chrono::steady_clock::time_point next_peer_check_{};
+  std::vector<std::chrono::steady_clock::time_point> peer_gone_since_;  // by peer; {} while alive
   conflux::Status run_collective(const conflux::OpDesc& op);
   conflux::Status run_p2p_batch(const std::vector<const conflux::OpDesc*>& ops);
   uint8_t* scratch(size_t bytes);

@@ -249,13 +249,28 @@ Status cfxComm::check_peers_between_calls() {
   // A rank may never wait on a dead peer: a Broadcast root, or any rank
   // whose only traffic to a dead leaf is sends that complete locally
   // (libfabric injects small messages without a completion). Its calls
-  // would succeed forever. A collective needs every rank of the
-  // communicator, so every link is checked, at most every 100 ms.
+  // would succeed forever. So every link is checked between collectives,
+  // at most every 100 ms. A peer whose part of the last collective was
+  // over may have exited cleanly while this rank still runs its own part
+  // of that call: only a peer still gone kGoneGrace later, while this rank
+  // goes on calling collectives it must take part in, is an error.
+  constexpr auto kGoneGrace = std::chrono::seconds(2);
   const auto now = std::chrono::steady_clock::now();
   if (now < next_peer_check_) return Status::Ok();
   next_peer_check_ = now + std::chrono::milliseconds(100);
-  for (auto& link : links_)
-    if (link != nullptr) CFX_RETURN_IF_ERROR(link->check_peer());
+  peer_gone_since_.resize(links_.size());
+  for (size_t p = 0; p < links_.size(); ++p) {
+    if (links_[p] == nullptr) continue;
+    Status st = links_[p]->check_peer();
+    if (st.ok()) {
+      peer_gone_since_[p] = {};
+      continue;
+    }
+    // A notice is the peer's own word: no grace.
+    if (st.message().find(kNoticeRelayMarker) != std::string::npos) return st;
+    if (peer_gone_since_[p] == std::chrono::steady_clock::time_point{}) peer_gone_since_[p] = now;
+    if (now - peer_gone_since_[p] >= kGoneGrace) return st;
+  }
   return Status::Ok();
 }
 
