@@ -195,10 +195,16 @@ Status Sim::run(SimResult* out) {
   auto nic_port = [&](int host, bool in) { return 2 * size_t(reps_) + 2 * size_t(host) + (in ? 1 : 0); };
   // Oversubscribed hosts: a pool of cores per host that per-message
   // overheads take in turn (earliest free core first).
-  const bool cpu_bound = m_.cores_per_host > 0 && m_.ranks_per_host > m_.cores_per_host && m_.host.empty();
-  std::vector<std::vector<double>> cores(cpu_bound ? size_t(nhosts) : 0, std::vector<double>(std::max(1, m_.cores_per_host), 0.0));
+  // Emulated hosts on one machine: one pool for everybody.
+  const bool machine_pool = m_.machine_cores > 0 && m_.nranks > m_.machine_cores;
+  const bool cpu_bound =
+      machine_pool || (m_.cores_per_host > 0 && m_.ranks_per_host > m_.cores_per_host && m_.host.empty());
+  const int pools = machine_pool ? 1 : nhosts;
+  const int pool_cores = machine_pool ? m_.machine_cores : std::max(1, m_.cores_per_host);
+  std::vector<std::vector<double>> cores(cpu_bound ? size_t(pools) : 0, std::vector<double>(size_t(pool_cores), 0.0));
+  double machine_net_free = 0;  // the machine-wide copy bandwidth of inter-host bytes
   auto on_cpu = [&](int host, double from, double work) {
-    std::vector<double>& pool = cores[size_t(host)];
+    std::vector<double>& pool = cores[machine_pool ? 0 : size_t(host)];
     auto core = std::min_element(pool.begin(), pool.end());
     *core = std::max(from, *core) + work;
     return *core;
@@ -242,6 +248,12 @@ Status Sim::run(SimResult* out) {
     if (cpu_bound) start = on_cpu(m_.host_of(src), start, overhead) - overhead;
     double dur = wire + lp.lat_us * m_.overhead_share;
     port_free_[out_port] = start + dur;
+    if (pc == PathClass::kNet && m_.machine_net_gbps > 0) {
+      // Every emulated link's bytes are copied by the same machine.
+      const double copy = double(s_.bytes[i]) / (m_.machine_net_gbps * 1e3);
+      machine_net_free = std::max(machine_net_free, start) + copy;
+      dur = std::max(dur, machine_net_free - start);
+    }
     double in_done = std::max(start + dur, port_free_[in_port] + wire);
     port_free_[in_port] = in_done;
     dur = in_done - start;
@@ -285,6 +297,7 @@ Result<SimResult> simulate(const ClusterModel& model, const algo::CollArgs& args
   if (period > 0 && (model.nranks % period != 0 || !model.host.empty() || period % model.ranks_per_host != 0))
     period = 0;  // no usable symmetry: simulate every rank
   if (period >= model.nranks) period = 0;
+  if (model.machine_cores > 0 || model.machine_net_gbps > 0) period = 0;  // one machine's pools span every host
   const int reps = period > 0 ? period : model.nranks;
   // Coarsen chunking until the estimated step count fits: rank 0's schedule
   // size times the number of ranks built.

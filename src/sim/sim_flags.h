@@ -17,6 +17,8 @@ struct ClusterFlags {
   double intra_bw = 0, intra_lat = -1, net_bw = 0, net_lat = -1;
   bool tcp_local = false;
   int cores_per_host = 0;
+  int machine_cores = 0;
+  double machine_net_bw = 0;
 
   void add_to(CLI::App& app) {
     app.add_option("--ranks,-n", ranks, "Total ranks (default hosts x ranks-per-host)");
@@ -29,6 +31,10 @@ struct ClusterFlags {
     app.add_flag("--tcp-local", tcp_local, "Ranks of one host talk over loopback TCP (CONFLUX_TRANSPORT=tcp)");
     app.add_option("--cores-per-host", cores_per_host,
                    "Cores a host gives its ranks (default: one per rank); fewer makes message overheads queue");
+    app.add_option("--machine-cores", machine_cores,
+                   "All hosts are emulated on one machine with this many cores: every message overhead queues for them");
+    app.add_option("--machine-net-bw", machine_net_bw,
+                   "All hosts are emulated on one machine: inter-host bytes share this many GB/s in all");
   }
 
   // The model, and a description of where its constants came from.
@@ -40,6 +46,8 @@ struct ClusterFlags {
     m.nranks = ranks > 0 ? ranks : std::max(1, hosts) * m.ranks_per_host;
     m.same_host_tcp = tcp_local;
     m.cores_per_host = cores_per_host;
+    m.machine_cores = machine_cores;
+    m.machine_net_gbps = machine_net_bw;
     bool all_given = intra_bw > 0 && intra_lat >= 0 && net_bw > 0 && net_lat >= 0;
     tune::Constants c;
     if (!all_given) c = tune::machine_constants();

@@ -31,6 +31,12 @@ struct ClusterModel {
   // cores than ranks, every message's sender and receiver overhead (alpha x
   // overhead_share each) must get one of the host's cores in turn.
   int cores_per_host = 0;
+  // Emulated hosts on one machine (network namespaces): every host's ranks
+  // share these cores for message overheads (0 = no machine-wide pool), and
+  // all inter-host bytes share this much copy bandwidth, GB/s (0 = none):
+  // the kernel moves them on the same cores.
+  int machine_cores = 0;
+  double machine_net_gbps = 0;
 
   int host_of(int rank) const { return host.empty() ? rank / ranks_per_host : host[rank]; }
   PathClass path(int a, int b) const {

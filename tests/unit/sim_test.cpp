@@ -159,6 +159,28 @@ TEST(SimTest, FewerCoresThanRanksQueueMessageOverheads) {
   EXPECT_GT(time_of("chain"), roomy_chain);  // the overheads now wait for the core
 }
 
+TEST(SimTest, EmulatedHostsShareOneMachine) {
+  // 8 emulated hosts on a 2-core machine: the ring's bytes all pass through
+  // the machine's copy bandwidth, and its message overheads through 2 cores.
+  ClusterModel m = flat(8, 10, 1.5);
+  const size_t bytes = 2u << 20;
+  auto ring_time = [&] { return simulate(m, allreduce(bytes), algo::ring_allreduce)->time_us; };
+  const double own_machines = ring_time();
+  m.machine_net_gbps = 3.0;
+  const double shared_bytes = ring_time();
+  // Every rank moves 2 (n-1)/n of the data: 8 x 1.75 x 2 MiB through 3 GB/s.
+  EXPECT_GT(shared_bytes, 8 * 1.75 * double(bytes) / 3e3);
+  EXPECT_GT(shared_bytes, 2 * own_machines);
+  m.machine_cores = 2;
+  EXPECT_GT(ring_time(), shared_bytes);  // overheads now queue for 2 cores as well
+  // Two hosts and a machine that copies both directions at once: no change.
+  ClusterModel two = flat(2, 10, 1.5);
+  const double alone = simulate(two, allreduce(bytes), algo::ring_allreduce)->time_us;
+  two.machine_net_gbps = 3.0;
+  two.machine_cores = 2;
+  EXPECT_NEAR(simulate(two, allreduce(bytes), algo::ring_allreduce)->time_us, alone, alone * 0.01);
+}
+
 TEST(SimTest, UnmatchedSendIsAnError) {
   auto broken = [](const algo::CollArgs& a) {
     algo::Schedule s;
