@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "exec/executor.h"
 #include "exec/reduce.h"
+#include "tune/candidates.h"
 #include "tune/comm_model.h"
 #include "tune/comm_tuning.h"
 #include "tune/measured_table.h"
@@ -33,19 +34,9 @@ Result<algo::Schedule> build_schedule(algo::CollArgs& a, tune::Tuner* tuner, int
     tune::fill_hosts(&a, tuner->model());  // hierarchical algorithms read the placement
     build = chosen->build;
   } else {
-    switch (a.coll) {
-      case Coll::kAllReduce: build = algo::ring_allreduce; break;
-      case Coll::kAllGather: build = algo::ring_allgather; break;
-      case Coll::kReduceScatter: build = algo::ring_reducescatter; break;
-      case Coll::kBroadcast: build = algo::chain_broadcast; break;
-      case Coll::kReduce: build = algo::chain_reduce; break;
-      case Coll::kAlltoAll:
-      case Coll::kAlltoAllv: build = algo::pairwise_alltoall; break;
-      case Coll::kGather: build = algo::direct_gather; break;
-      case Coll::kScatter: build = algo::direct_scatter; break;
-      case Coll::kBarrier: build = algo::dissemination_barrier; break;
-      default: build = algo::point_to_point; break;
-    }
+    // The registry's first candidate of each collective is the pre-tuner default.
+    const tune::Candidate* fallback = tune::default_candidate(a.coll);
+    build = fallback != nullptr ? fallback->build : algo::point_to_point;
   }
   if (channels > 1 && algo::channels_can_split(a.coll, build) && a.count >= static_cast<size_t>(channels)) {
     std::optional<algo::Schedule> split = algo::split_channels(a, channels, build);
