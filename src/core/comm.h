@@ -106,6 +106,17 @@ struct cfxComm {
   int tcp_channels_ = 1;
   std::vector<std::vector<std::unique_ptr<conflux::Link>>> channel_links_;
   std::vector<std::vector<conflux::Link*>> channel_link_ptrs_;
+  // Calls fn on every connection to a peer, main links first, and stops at
+  // the first error: a peer may be waiting on, or write to, any of them.
+  template <class Fn>
+  conflux::Status for_each_link(Fn&& fn) {
+    for (auto& link : links_)
+      if (link != nullptr) CFX_RETURN_IF_ERROR(fn(*link));
+    for (auto& row : channel_links_)
+      for (auto& link : row)
+        if (link != nullptr) CFX_RETURN_IF_ERROR(fn(*link));
+    return conflux::Status::Ok();
+  }
   // Collective calls of at least this many bytes split over the channels.
   size_t channel_min_bytes_ = SIZE_MAX;
   conflux::ShmSegment my_segment_;

@@ -266,12 +266,7 @@ Status cfxComm::check_peers_between_calls() {
 }
 
 Status cfxComm::check_notices() {
-  for (auto& link : links_)
-    if (link != nullptr) CFX_RETURN_IF_ERROR(link->check_notice());
-  for (auto& row : channel_links_)
-    for (auto& link : row)
-      if (link != nullptr) CFX_RETURN_IF_ERROR(link->check_notice());
-  return Status::Ok();
+  return for_each_link([](Link& link) { return link.check_notice(); });
 }
 
 void cfxComm::notify_peers(const Status& st) {
@@ -287,12 +282,10 @@ void cfxComm::notify_peers(const Status& st) {
   const std::string me = "rank " + std::to_string(rank_);
   for (size_t at = why.find("this rank"); at != std::string::npos; at = why.find("this rank", at + me.size()))
     why.replace(at, 9, me);
-  for (auto& link : links_)
-    if (link != nullptr) link->send_notice(st.code(), why);
-  // A peer may be waiting on any of its connections to us.
-  for (auto& row : channel_links_)
-    for (auto& link : row)
-      if (link != nullptr) link->send_notice(st.code(), why);
+  (void)for_each_link([&](Link& link) {
+    link.send_notice(st.code(), why);
+    return Status::Ok();
+  });
 }
 
 Status cfxComm::run_collective(const OpDesc& op) {

@@ -309,6 +309,13 @@ Result<Discovered> discover_tree(const std::string& hwloc_xml) {
   if (hwloc_topology_init(&raw) != 0) return system_error("hwloc_topology_init failed", errno);
   Topology topo(raw);
   hwloc_topology_set_io_types_filter(raw, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  // Only PCI devices and the network/OpenFabrics OS devices are read here
+  // (GPUs are found by PCI class). hwloc's gl component otherwise loads
+  // libX11 and tries to open X displays :0-:9, over unix sockets and TCP
+  // ports 6000-6009, on every rank's init; opencl loads the ICD loader. The
+  // GPU-runtime components would add OS devices we ignore.
+  for (const char* unused : {"gl", "opencl", "cuda", "nvml", "rsmi", "levelzero"})
+    hwloc_topology_set_components(raw, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, unused);
   const char* env_xml = std::getenv("HWLOC_XMLFILE");
   bool live = hwloc_xml.empty() && !(env_xml && *env_xml);
   if (!hwloc_xml.empty() && hwloc_topology_set_xml(raw, hwloc_xml.c_str()) != 0)
