@@ -14,6 +14,14 @@ uint64_t fnv1a64(const std::string& s) {
   for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
   return h;
 }
+
+// Unique per boot of a kernel, and not namespaced: containers and network
+// namespaces on one machine read the same.
+std::string boot_id() {
+  std::string id;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> id;
+  return id;
+}
 }  // namespace
 
 uint64_t local_host_hash(std::string* name_out) {
@@ -24,11 +32,15 @@ uint64_t local_host_hash(std::string* name_out) {
     identity = "hostid:" + config().hostid;
     if (name_out) *name_out = config().hostid;
   } else {
-    std::string boot_id;
-    std::ifstream("/proc/sys/kernel/random/boot_id") >> boot_id;
-    identity = std::string(host) + "/" + boot_id;
+    identity = std::string(host) + "/" + boot_id();
     if (name_out) *name_out = host;
   }
+  return fnv1a64(identity);
+}
+
+uint64_t cpu_set_hash(const std::vector<int>& cpus) {
+  std::string identity = "cpus:" + boot_id();
+  for (int c : cpus) identity += "," + std::to_string(c);
   return fnv1a64(identity);
 }
 

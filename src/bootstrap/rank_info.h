@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace conflux {
 
@@ -27,10 +28,17 @@ struct RankInfo {
   uint32_t fallback_len = 0;      // a second address of the same listener (the route to the
   sockaddr_storage fallback_addr{};  // rendezvous) when listen_addr is the nearest NIC; else 0
   int32_t tcp_channels = 1;       // CONFLUX_TCP_CHANNELS; the communicator uses the smallest
+  // The cores this rank may run on, as one identity: equal on ranks of one
+  // kernel (boot id) with the same CPU affinity, which compete for the same
+  // cores whatever their hostnames (containers, network namespaces).
+  uint64_t cpu_set_hash = 0;
+  int32_t cpu_set_size = 0;       // CPUs in that affinity set; 0 unknown
 };
 
 // This host's identity: CONFLUX_HOSTID when set, else hostname + boot id.
 uint64_t local_host_hash(std::string* name_out = nullptr);
+// Identity of a CPU affinity set on this kernel (RankInfo::cpu_set_hash).
+uint64_t cpu_set_hash(const std::vector<int>& cpus);
 uint64_t process_start_time(int pid);  // from /proc/<pid>/stat; 0 if unknown
 
 }  // namespace conflux

@@ -126,6 +126,9 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
   std::string hostname;
   mine.host_hash = local_host_hash(&hostname);
   mine.tcp_channels = cfg.tcp_channels;
+  const std::vector<int> cpus = topo::current_cpu_binding();
+  mine.cpu_set_hash = cpu_set_hash(cpus);
+  mine.cpu_set_size = static_cast<int32_t>(cpus.size());
   std::snprintf(mine.hostname, sizeof mine.hostname, "%s", hostname.c_str());
   CFX_ASSIGN_OR_RETURN(std::string nearest, locate_in_topology(rank, &mine));
   const DataInterfaces data = choose_data_interfaces(cfg.socket_ifname, route, nearest, list_interfaces());
@@ -167,18 +170,20 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
     CFX_WARN(kInit, "CONFLUX_TCP_CHANNELS differs between ranks: using %d (this rank asked for %d)", tcp_channels_,
              cfg.tcp_channels);
 
-  // More ranks on this host than cores it gives us: a rank that spins
-  // holds the core the rank it waits for needs (4 ranks on 2 cores over TCP
-  // took 2.2 ms for a 1 KiB AllReduce with 2000 polls, 70-120 us without);
-  // it goes straight to yielding, then sleeping.
-  int local = 0;
-  for (const RankInfo& r : table_) local += r.host_hash == mine.host_hash;
-  const size_t bound = topo::current_cpu_binding().size();
-  const int cores = static_cast<int>(bound > 0 ? bound : std::max(1u, std::thread::hardware_concurrency()));
-  const bool oversubscribed = local > cores;
+  // More ranks on our cores than there are cores: a rank that spins holds
+  // the core the rank it waits for needs (4 ranks on 2 cores over TCP took
+  // 2.2 ms for a 1 KiB AllReduce with 2000 polls, 70-120 us without); it
+  // goes straight to yielding, then sleeping. Counted by CPU set, not by
+  // hostname: containers or network namespaces on one machine share its
+  // cores, while ranks bound to a core each (mpirun --bind-to core) do not
+  // compete at all.
+  int sharing = 0;
+  for (const RankInfo& r : table_) sharing += r.cpu_set_hash == mine.cpu_set_hash;
+  const int cores = mine.cpu_set_size > 0 ? mine.cpu_set_size : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const bool oversubscribed = sharing > cores;
   spin_iterations_ = oversubscribed ? 0 : cfg.spin_iterations;
   if (oversubscribed)
-    CFX_INFO(kInit, "%d ranks on this host, %d cores: waiting ranks yield almost at once", local, cores);
+    CFX_INFO(kInit, "%d ranks compete for this rank's %d core(s): waiting ranks yield almost at once", sharing, cores);
 
   links_.resize(nranks);
   peer_segments_.resize(nranks);
