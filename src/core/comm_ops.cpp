@@ -122,9 +122,14 @@ Status probe_link(const ExecContext& base, int peer, int channels, double* lat_u
   // Warm up first: right after start-up both processes may share one core
   // until the scheduler spreads them, and every exchange then waits for the
   // other to be scheduled (measured: 77 us instead of 8 us on two emulated
-  // hosts). Then the best of a few short runs: the minimum is the link's
-  // own cost.
-  CFX_RETURN_IF_ERROR(exchange(8, 200, 1).status());
+  // hosts). The warm-up spins, so both ranks look busy and the scheduler
+  // moves one to another core; with 200 exchanges that did not spin, one
+  // launch in six still read 21 us against 8-12 (28 launches each, none
+  // slow with this warm-up). The measurement then does not spin: two ranks
+  // left on one core would hold it from each other. Then the best of a few
+  // short runs: the minimum is the link's own cost.
+  CFX_RETURN_IF_ERROR(exchange(8, 1000, 1).status());
+  ctx.spin_iterations = 0;
   const int rounds = 16;
   double small_best = 1e300;
   for (int rep = 0; rep < 5; ++rep) {
@@ -319,12 +324,7 @@ Status cfxComm::run_collective(const OpDesc& op) {
         ctx.deadline = deadline_after_ms(timeout_ms_.load());
         ctx.abort = &abort_;
         ctx.shm_waiter = shm_waiter_.get();
-        // No spinning: when the two ranks share a core (the scheduler does
-        // that at times on a small VM), a waiting rank that spins holds the
-        // core its peer needs for its whole spin budget, and every 8-byte
-        // exchange read ~75 us instead of ~11 (4 launches in 22); yielding
-        // at once measured 8-14 us in 22 of 22.
-        ctx.spin_iterations = 0;
+        ctx.spin_iterations = spin_iterations_;  // for the warm-up; see probe_link
         ctx.rank = rank_;
         Status st = probe_link(ctx, rank_ == 0 ? partner : 0, tcp_channels_, &probe_lat, &probe_gbps,
                                &probe_channels_gbps);
