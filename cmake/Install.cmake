@@ -18,7 +18,7 @@ install(FILES ${PROJECT_BINARY_DIR}/confluxConfig.cmake ${PROJECT_BINARY_DIR}/co
 
 set(PC_LIBS_PRIVATE "-lhwloc -lpugixml -lcrypto -lpthread")
 if(CONFLUX_OFI_ENABLED)
-  string(APPEND PC_LIBS_PRIVATE " -lfabric")
+  string(APPEND PC_LIBS_PRIVATE " -ldl")  # libfabric is loaded at run time
 endif()
 configure_file(${PROJECT_SOURCE_DIR}/cmake/conflux.pc.in ${PROJECT_BINARY_DIR}/conflux.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/conflux.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

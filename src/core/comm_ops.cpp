@@ -235,6 +235,12 @@ Status cfxComm::run_locked(std::vector<OpDesc>& ops) {
       cfxResult_t none = cfxSuccess;
       async_error_.compare_exchange_strong(none, st.code());
       notify_peers(st);
+      // The caller may free this call's buffers once it returns: no
+      // transport may write into them afterwards.
+      (void)for_each_link([](Link& link) {
+        link.quiesce();
+        return Status::Ok();
+      });
     }
     CFX_WARN(kColl, "%s", st.message().c_str());
   }

@@ -74,6 +74,11 @@ class Link {
     (void)code;
     (void)why;
   }
+  // The communicator failed: from now on the transport must not touch any
+  // buffer of the abandoned call, whose owner may free it as soon as the
+  // call returns. Links that only move bytes while progressed have nothing
+  // to do; a provider holding posted operations must drop them. Terminal.
+  virtual void quiesce() {}
 };
 
 // A failure notice travels as (code, text) of at most this many bytes.

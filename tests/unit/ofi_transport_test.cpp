@@ -1,13 +1,33 @@
 // libfabric transport pieces that need no second process: the tag layout and
 // the provider selection error.
 #ifdef CONFLUX_HAVE_OFI
+#include "transport/ofi/ofi_api.h"
 #include "transport/ofi/ofi_fabric.h"
 #include "transport/ofi/ofi_link.h"
 
 #include <gtest/gtest.h>
 
+#include <signal.h>
+
 namespace conflux {
 namespace {
+
+void test_handler(int) {}
+
+// Debian's libfabric pulls in libinfinipath, whose constructor installs its
+// own SIGSEGV/SIGABRT/SIGBUS/SIGILL handlers: loading libfabric must leave
+// the process's handlers as they were. (ctest runs each test in a process of
+// its own, so the load happens here.)
+TEST(OfiApi, LoadingKeepsTheProcessSignalHandlers) {
+  struct sigaction mine = {}, before = {}, after = {};
+  mine.sa_handler = test_handler;
+  sigaction(SIGSEGV, &mine, &before);
+  auto api = ofi_api();
+  sigaction(SIGSEGV, &before, &after);  // put the original back, reading ours
+  ASSERT_TRUE(api.ok()) << api.status().message();
+  EXPECT_EQ(after.sa_handler, &test_handler);
+  EXPECT_NE(api.value()->getinfo, nullptr);
+}
 
 TEST(OfiTag, FieldsDoNotOverlap) {
   const uint64_t t = ofi_tag(0x1234567890abcdefull, 7, 0xfffffffe);

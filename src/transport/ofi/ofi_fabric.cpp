@@ -1,6 +1,7 @@
 #include "transport/ofi/ofi_fabric.h"
 
 #include "core/log.h"
+#include "transport/ofi/ofi_api.h"
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
@@ -20,8 +21,11 @@ constexpr uint32_t kApiVersion = FI_VERSION(1, 9);
 constexpr uint64_t kMrModes = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
 constexpr size_t kMrCacheLimit = 4096;
 
+// The loaded library (OfiFabric::open loads it before anything else runs).
+const OfiApi& lib() { return *ofi_api().value(); }
+
 fi_info* make_hints(const std::string& provider, bool manual_progress, bool delivery_complete = false) {
-  fi_info* hints = fi_allocinfo();
+  fi_info* hints = lib().dupinfo(nullptr);
   hints->caps = FI_TAGGED | FI_MSG;
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
   hints->ep_attr->type = FI_EP_RDM;
@@ -45,12 +49,12 @@ std::string offered_providers() {
   for (bool requirements : {true, false}) {
     fi_info* hints = requirements ? make_hints("", false) : nullptr;
     fi_info* list = nullptr;
-    if (fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &list) == 0) {
+    if (lib().getinfo(kApiVersion, nullptr, nullptr, 0, hints, &list) == 0) {
       for (fi_info* i = list; i != nullptr; i = i->next)
         if (i->fabric_attr && i->fabric_attr->prov_name) names.insert(i->fabric_attr->prov_name);
-      fi_freeinfo(list);
+      lib().freeinfo(list);
     }
-    if (hints) fi_freeinfo(hints);
+    if (hints) lib().freeinfo(hints);
     if (!names.empty()) {
       std::string s = requirements ? "offered for FI_EP_RDM + FI_TAGGED: " : "none with FI_EP_RDM + FI_TAGGED; present: ";
       bool first = true;
@@ -67,7 +71,7 @@ std::string offered_providers() {
 }  // namespace
 
 Status ofi_error(const std::string& what, int ret) {
-  return remote_error(what + " failed: " + fi_strerror(-ret) + " (" + std::to_string(ret) + ")");
+  return remote_error(what + " failed: " + lib().strerror(-ret) + " (" + std::to_string(ret) + ")");
 }
 
 namespace {
@@ -86,14 +90,15 @@ fi_info* pick_domain(fi_info* list, const std::vector<std::string>& preferred) {
   if (pick == nullptr) pick = list;
   CFX_INFO(kNet, "libfabric: domain %s (%s)", pick->domain_attr->name ? pick->domain_attr->name : "?",
            found ? "the data interface or nearest NIC" : "the provider's first offer; none is preferred");
-  fi_info* chosen = fi_dupinfo(pick);
-  fi_freeinfo(list);
+  fi_info* chosen = lib().dupinfo(pick);
+  lib().freeinfo(list);
   return chosen;
 }
 }  // namespace
 
 Result<std::shared_ptr<OfiFabric>> OfiFabric::open(const std::string& provider,
                                                    const std::vector<std::string>& preferred) {
+  CFX_RETURN_IF_ERROR(ofi_api().status());
   fi_info* info = nullptr;
   int ret = -FI_ENODATA;
   // Manual progress first (we drive it anyway); a provider that only
@@ -117,8 +122,8 @@ Result<std::shared_ptr<OfiFabric>> OfiFabric::open(const std::string& provider,
   setenv("FI_OFI_RXM_ENABLE_PASSTHRU", "1", /*overwrite=*/0);
   for (int attempt = first; attempt < 4 && ret != 0; ++attempt) {
     fi_info* hints = make_hints(provider, (attempt & 1) == 0, attempt < 2);
-    ret = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &info);
-    fi_freeinfo(hints);
+    ret = lib().getinfo(kApiVersion, nullptr, nullptr, 0, hints, &info);
+    lib().freeinfo(hints);
     if (ret == 0 && attempt >= 2 && first == 0)
       CFX_WARN(kNet, "libfabric %s: no FI_DELIVERY_COMPLETE; a rank that exits right after its last send may cut it off",
                info->fabric_attr->prov_name);
@@ -126,7 +131,7 @@ Result<std::shared_ptr<OfiFabric>> OfiFabric::open(const std::string& provider,
   if (ret != 0) {
     return invalid_usage("libfabric: no provider " + (provider.empty() ? std::string("") : "\"" + provider + "\" ") +
                          "offers FI_EP_RDM with FI_TAGGED|FI_MSG and MR modes we can honour (fi_getinfo: " +
-                         fi_strerror(-ret) + "); " + offered_providers() +
+                         lib().strerror(-ret) + "); " + offered_providers() +
                          ". Set CONFLUX_OFI_PROVIDER to one of them");
   }
   info = pick_domain(info, preferred);
@@ -147,7 +152,7 @@ Status OfiFabric::init(fi_info* info) {
   register_ = (mr_mode & FI_MR_LOCAL) != 0 || (force != nullptr && std::strcmp(force, "always") == 0);
   mr_endpoint_ = (mr_mode & FI_MR_ENDPOINT) != 0;
 
-  int ret = fi_fabric(info->fabric_attr, &fabric_, nullptr);
+  int ret = lib().fabric(info->fabric_attr, &fabric_, nullptr);
   if (ret) return ofi_error("fi_fabric", ret);
   ret = fi_domain(fabric_, info, &domain_, nullptr);
   if (ret) return ofi_error("fi_domain", ret);
@@ -165,7 +170,7 @@ Status OfiFabric::init(fi_info* info) {
   cq_attr.wait_obj = want_fd ? FI_WAIT_FD : FI_WAIT_NONE;
   ret = fi_cq_open(domain_, &cq_attr, &cq_, nullptr);
   if (ret && want_fd) {
-    CFX_INFO(kNet, "libfabric %s: no CQ with FI_WAIT_FD (%s); polling", provider_.c_str(), fi_strerror(-ret));
+    CFX_INFO(kNet, "libfabric %s: no CQ with FI_WAIT_FD (%s); polling", provider_.c_str(), lib().strerror(-ret));
     cq_attr.wait_obj = FI_WAIT_NONE;
     ret = fi_cq_open(domain_, &cq_attr, &cq_, nullptr);
   }
@@ -177,7 +182,7 @@ Status OfiFabric::init(fi_info* info) {
       cq_fd_ = fd;
     } else {
       CFX_INFO(kNet, "libfabric %s: FI_GETWAIT on the CQ failed (%s); polling", provider_.c_str(),
-               fi_strerror(-ret));
+               lib().strerror(-ret));
     }
   }
   fi_av_attr av_attr{};
@@ -211,16 +216,26 @@ Status OfiFabric::init(fi_info* info) {
   return Status::Ok();
 }
 
+void OfiFabric::cancel(OfiReq* req) {
+  if (ep_ != nullptr && req->posted) (void)fi_cancel(&ep_->fid, &req->ctx);
+}
+
+void OfiFabric::shutdown() {
+  if (ep_ == nullptr) return;
+  fi_close(&ep_->fid);
+  ep_ = nullptr;
+}
+
 OfiFabric::~OfiFabric() {
   // Endpoint first: nothing completes into our requests after this.
-  if (ep_) fi_close(&ep_->fid);
+  shutdown();
   for (auto& [key, mr] : mr_cache_) fi_close(&mr->fid);
   for (fid_mr* mr : standing_mrs_) fi_close(&mr->fid);
   if (av_) fi_close(&av_->fid);
   if (cq_) fi_close(&cq_->fid);
   if (domain_) fi_close(&domain_->fid);
   if (fabric_) fi_close(&fabric_->fid);
-  if (info_) fi_freeinfo(info_);
+  if (info_) lib().freeinfo(info_);
 }
 
 Result<fi_addr_t> OfiFabric::insert_peer(const std::string& name, int peer) {
@@ -284,6 +299,7 @@ Result<fid_mr*> OfiFabric::register_buffer(const void* buf, size_t len) {
 }
 
 Status OfiFabric::post_send(const void* buf, size_t len, fi_addr_t dest, uint64_t tag, OfiReq* req) {
+  if (ep_ == nullptr) return remote_error("libfabric " + provider_ + ": endpoint closed after an earlier error");
   CFX_ASSIGN_OR_RETURN(void* desc, descriptor(buf, len, req->standing));
   req->done = false;
   req->error.clear();
@@ -297,6 +313,7 @@ Status OfiFabric::post_send(const void* buf, size_t len, fi_addr_t dest, uint64_
 
 Status OfiFabric::inject(const void* buf, size_t len, fi_addr_t dest, uint64_t tag, bool* posted) {
   *posted = false;
+  if (ep_ == nullptr) return remote_error("libfabric " + provider_ + ": endpoint closed after an earlier error");
   ssize_t ret = fi_tinject(ep_, buf, len, dest, tag);
   if (ret == -FI_EAGAIN) return Status::Ok();
   if (ret) return ofi_error("fi_tinject", static_cast<int>(ret));
@@ -305,6 +322,7 @@ Status OfiFabric::inject(const void* buf, size_t len, fi_addr_t dest, uint64_t t
 }
 
 Status OfiFabric::post_recv(void* buf, size_t len, uint64_t tag, OfiReq* req) {
+  if (ep_ == nullptr) return remote_error("libfabric " + provider_ + ": endpoint closed after an earlier error");
   CFX_ASSIGN_OR_RETURN(void* desc, descriptor(buf, len, req->standing));
   req->done = false;
   req->error.clear();
@@ -319,6 +337,7 @@ Status OfiFabric::post_recv(void* buf, size_t len, uint64_t tag, OfiReq* req) {
 }
 
 Status OfiFabric::poll(bool* progressed) {
+  if (ep_ == nullptr) return Status::Ok();  // closed: nothing moves any more
   fi_cq_tagged_entry entries[16];
   for (int round = 0; round < 8; ++round) {
     ssize_t n = fi_cq_read(cq_, entries, 16);
@@ -329,7 +348,7 @@ Status OfiFabric::poll(bool* progressed) {
       if (r < 0) return ofi_error("fi_cq_readerr", static_cast<int>(r));
       char buf[256] = {};
       const char* prov_msg = fi_cq_strerror(cq_, err.prov_errno, err.err_data, buf, sizeof buf);
-      std::string msg = std::string(fi_strerror(err.err)) + " (provider: " + (prov_msg ? prov_msg : "?") + ")";
+      std::string msg = std::string(lib().strerror(err.err)) + " (provider: " + (prov_msg ? prov_msg : "?") + ")";
       auto* req = static_cast<OfiReq*>(err.op_context);
       if (req == nullptr) return remote_error("libfabric " + provider_ + " completion error: " + msg);
       req->posted = false;
@@ -355,7 +374,7 @@ Status OfiFabric::poll(bool* progressed) {
 }
 
 int OfiFabric::wait_fd() {
-  if (cq_fd_ < 0) return -1;
+  if (cq_fd_ < 0 || ep_ == nullptr) return -1;
   // fi_trywait: FI_SUCCESS means the descriptor will signal the next
   // completion; -FI_EAGAIN means something is pending and must be read
   // (sleeping now could miss it).

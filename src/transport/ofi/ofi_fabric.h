@@ -72,6 +72,14 @@ class OfiFabric {
   // Readable when a completion may be there; reading happens in poll().
   int wait_fd();
 
+  // Asks the provider to drop a posted receive (fi_cancel); it completes
+  // with an error when dropped, or normally if it was already filling.
+  void cancel(OfiReq* req);
+  // Closes the endpoint for good: the last resort when posted operations
+  // will not finish (OfiLink::quiesce). Afterwards posting fails and poll()
+  // reads nothing.
+  void shutdown();
+
   // Request slots and buffers owned by the fabric: memory a posted
   // operation refers to must outlive the link that posted it (see OfiReq).
   OfiReq* new_requests(size_t n);

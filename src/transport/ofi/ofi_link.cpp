@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstring>
 
@@ -224,6 +225,29 @@ Status OfiLink::finish_inline(RecvOp& op, bool* progressed) {
   recv_active_ = false;
   *progressed = true;
   return Status::Ok();
+}
+
+void OfiLink::quiesce() {
+  // Receives still posted into the failed call's buffers (or this link's
+  // inline and bounce buffers) would be written whenever the provider next
+  // makes progress, at the latest while the endpoint closes in
+  // cfxCommDestroy, into memory the caller may have freed: the kill test
+  // found heap corruption that way (free() aborting inside fi_close). Drop
+  // them, and let posted sends finish reading. Closing the endpoint at once
+  // would do too, but resets the connections of survivors still sending to
+  // this rank, whose errors then blame it instead of the rank that died.
+  for (int i = 0; i <= kWindow; ++i) fabric_->cancel(&recv_reqs_[i]);
+  auto pending = [&] {
+    for (int i = 0; i <= kWindow; ++i)
+      if (recv_reqs_[i].posted || send_reqs_[i].posted) return true;
+    return false;
+  };
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  while (pending() && std::chrono::steady_clock::now() < give_up) {
+    bool progressed = false;
+    if (!fabric_->poll(&progressed).ok()) break;
+  }
+  if (pending()) fabric_->shutdown();  // a receive already filling, or a send to a dead peer
 }
 
 void OfiLink::post_notice_recv() {

@@ -52,6 +52,7 @@ class OfiLink final : public Link {
   Status check_peer() override;
   Status check_notice() override;
   void send_notice(cfxResult_t code, const std::string& why) override;
+  void quiesce() override;
   // The shared CQ's wait descriptor, after fi_trywait (-1: poll again first).
   int poll_fd() const override { return fabric_->wait_fd(); }
   // tcp;ofi_rxm's descriptor does not signal every event manual progress
