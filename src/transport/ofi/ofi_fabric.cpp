@@ -216,6 +216,11 @@ Status OfiFabric::init(fi_info* info) {
   return Status::Ok();
 }
 
+Status OfiFabric::require_open() const {
+  if (ep_ != nullptr) return Status::Ok();
+  return remote_error("libfabric " + provider_ + ": endpoint closed after an earlier error");
+}
+
 void OfiFabric::cancel(OfiReq* req) {
   if (ep_ != nullptr && req->posted) (void)fi_cancel(&ep_->fid, &req->ctx);
 }
@@ -299,7 +304,7 @@ Result<fid_mr*> OfiFabric::register_buffer(const void* buf, size_t len) {
 }
 
 Status OfiFabric::post_send(const void* buf, size_t len, fi_addr_t dest, uint64_t tag, OfiReq* req) {
-  if (ep_ == nullptr) return remote_error("libfabric " + provider_ + ": endpoint closed after an earlier error");
+  CFX_RETURN_IF_ERROR(require_open());
   CFX_ASSIGN_OR_RETURN(void* desc, descriptor(buf, len, req->standing));
   req->done = false;
   req->error.clear();
@@ -313,7 +318,7 @@ Status OfiFabric::post_send(const void* buf, size_t len, fi_addr_t dest, uint64_
 
 Status OfiFabric::inject(const void* buf, size_t len, fi_addr_t dest, uint64_t tag, bool* posted) {
   *posted = false;
-  if (ep_ == nullptr) return remote_error("libfabric " + provider_ + ": endpoint closed after an earlier error");
+  CFX_RETURN_IF_ERROR(require_open());
   ssize_t ret = fi_tinject(ep_, buf, len, dest, tag);
   if (ret == -FI_EAGAIN) return Status::Ok();
   if (ret) return ofi_error("fi_tinject", static_cast<int>(ret));
@@ -322,7 +327,7 @@ Status OfiFabric::inject(const void* buf, size_t len, fi_addr_t dest, uint64_t t
 }
 
 Status OfiFabric::post_recv(void* buf, size_t len, uint64_t tag, OfiReq* req) {
-  if (ep_ == nullptr) return remote_error("libfabric " + provider_ + ": endpoint closed after an earlier error");
+  CFX_RETURN_IF_ERROR(require_open());
   CFX_ASSIGN_OR_RETURN(void* desc, descriptor(buf, len, req->standing));
   req->done = false;
   req->error.clear();

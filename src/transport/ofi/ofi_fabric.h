@@ -88,6 +88,8 @@ class OfiFabric {
  private:
   OfiFabric() = default;
   Status init(fi_info* info);
+  // Posting after shutdown() fails with this.
+  Status require_open() const;
   // MR desc, nullptr when not needed. A standing request's buffer is
   // registered apart and kept: the cache may be dropped while it is posted.
   Result<void*> descriptor(const void* buf, size_t len, bool standing);
