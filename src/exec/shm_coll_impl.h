@@ -86,6 +86,12 @@ class ShmCollImpl final : public ShmCollectives {
   Status check_peers_alive(uint64_t target, int only) const;
   bool peer_gone(int p) const;
 
+  // Largest eager_bytes() that goes through the eager slots.
+  size_t eager_limit(const OpDesc& op) const;
+  // Whether a rank's published buffers are all cfxMemAlloc memory, which
+  // peers then read and write in place.
+  static bool buffers_mapped(const CollControl& c);
+
   // The algorithms (shm_coll_eager.cpp, shm_coll_cma.cpp); the announce
   // round and the signature check have happened.
   Status run_eager(const OpDesc& op, int parity);

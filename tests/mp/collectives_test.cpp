@@ -92,5 +92,46 @@ INSTANTIATE_TEST_SUITE_P(TcpChannels, CollectiveMatrix,
                                            MatrixParam{"tcp", 5, false, 4}),
                          name_of);
 
+// Slot-sized calls (8-64 KiB) at the default slot size: when every rank's
+// buffers are cfxMemAlloc memory they are read in place; when only some
+// ranks' are, those ranks fill their slots late and say so. Calls of
+// different paths follow each other, so both slot parities see each path.
+struct EagerParam {
+  int nranks;
+  bool mixed;  // odd ranks use cfxMemAlloc buffers, even ranks the heap
+};
+
+class EagerSizesMapped : public ::testing::TestWithParam<EagerParam> {};
+
+TEST_P(EagerSizesMapped, MatchesReference) {
+  const EagerParam p = GetParam();
+  RunOptions opts;
+  opts.env = {{"CONFLUX_TIMEOUT", "60"}};
+  opts.timeout_s = 120;
+  auto body = [mixed = p.mixed](cfxComm_t comm, int rank, int n) {
+    use_shared_buffers(!mixed || rank % 2 == 1);
+    std::string errors;
+    for (size_t count : {1031u, 2053u, 4099u, 7u})
+      for (Coll coll : {Coll::kAllReduce, Coll::kBroadcast, Coll::kReduce, Coll::kAllGather, Coll::kReduceScatter,
+                        Coll::kAlltoAll, Coll::kGather, Coll::kScatter})
+        for (bool in_place : {false, true})
+          for (cfxDataType_t t : {cfxFloat32, cfxBfloat16}) {
+            std::string e = run_and_check(comm, rank, n, {coll, t, cfxSum, count, n - 1, in_place});
+            if (!e.empty() && errors.size() < 4000) errors += e + "\n";
+          }
+    return errors;
+  };
+  EXPECT_EQ(summarize(run_ranks(p.nranks, body, opts)), "");
+}
+
+std::string eager_name(const ::testing::TestParamInfo<EagerParam>& info) {
+  return std::to_string(info.param.nranks) + "ranks_" + (info.param.mixed ? "mixed" : "memalloc");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shm, EagerSizesMapped,
+                         ::testing::Values(EagerParam{2, false}, EagerParam{3, false}, EagerParam{4, false},
+                                           EagerParam{2, true}, EagerParam{3, true}, EagerParam{4, true}),
+                         eager_name);
+
 }  // namespace
 }  // namespace conflux::test
