@@ -371,9 +371,11 @@ Status cfxComm::run_collective(const OpDesc& op) {
   };
   if (shm_coll_ && shm_coll_->handles(op)) {
     OpSig sig = signature_of(op, ++coll_seq_);
-    Status st = shm_coll_->run(op, sig, deadline_after_ms(timeout_ms_.load()), &abort_);
+    bool handed_back = false;
+    Status st = shm_coll_->run(op, sig, deadline_after_ms(timeout_ms_.load()), &abort_, &handed_back);
     if (!st.ok()) return st.prepend(describe(sig) + " [shm]: ");
-    return Status::Ok();
+    if (!handed_back) return Status::Ok();
+    CFX_TRACE(kColl, "%s: handed back to the point-to-point path (ordinary buffers)", describe(sig).c_str());
   }
   algo::CollArgs a;
   a.coll = op.coll;

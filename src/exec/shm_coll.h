@@ -24,7 +24,11 @@ class ShmCollectives {
   static Result<std::unique_ptr<ShmCollectives>> create(cfxComm& comm);
   // Whether run() serves this operation (collective, type, op, size).
   virtual bool handles(const OpDesc& op) const = 0;
-  virtual Status run(const OpDesc& op, const OpSig& sig, Deadline deadline, const std::atomic<bool>* abort) = 0;
+  // Runs op, or sets *handed_back when every rank found, once all had
+  // announced their buffers, that the point-to-point path serves it better
+  // (then the caller runs it there, on every rank alike).
+  virtual Status run(const OpDesc& op, const OpSig& sig, Deadline deadline, const std::atomic<bool>* abort,
+                     bool* handed_back) = 0;
 };
 
 }  // namespace conflux

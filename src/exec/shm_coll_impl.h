@@ -60,7 +60,8 @@ class ShmCollImpl final : public ShmCollectives {
   ~ShmCollImpl() override;
 
   bool handles(const OpDesc& op) const override;
-  Status run(const OpDesc& op, const OpSig& sig, Deadline deadline, const std::atomic<bool>* abort) override;
+  Status run(const OpDesc& op, const OpSig& sig, Deadline deadline, const std::atomic<bool>* abort,
+             bool* handed_back) override;
 
   // Failure notices from peers (over the point-to-point links), checked
   // while waiting: a rank that failed elsewhere never arrives here.
@@ -91,6 +92,7 @@ class ShmCollImpl final : public ShmCollectives {
   // Whether a rank's published buffers are all cfxMemAlloc memory, which
   // peers then read and write in place.
   static bool buffers_mapped(const CollControl& c);
+  bool all_buffers_mapped(int parity) const;
 
   // The algorithms (shm_coll_eager.cpp, shm_coll_cma.cpp); the announce
   // round and the signature check have happened.

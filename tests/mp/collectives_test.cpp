@@ -96,14 +96,16 @@ INSTANTIATE_TEST_SUITE_P(TcpChannels, CollectiveMatrix,
 // buffers are cfxMemAlloc memory they are read in place; when only some
 // ranks' are, those ranks fill their slots late and say so. Calls of
 // different paths follow each other, so both slot parities see each path.
+// Reductions of over 1 MiB: read in place when all buffers are mapped,
+// handed back to the point-to-point path when some are not.
 struct EagerParam {
   int nranks;
   bool mixed;  // odd ranks use cfxMemAlloc buffers, even ranks the heap
 };
 
-class EagerSizesMapped : public ::testing::TestWithParam<EagerParam> {};
+class MappedAndMixedBuffers : public ::testing::TestWithParam<EagerParam> {};
 
-TEST_P(EagerSizesMapped, MatchesReference) {
+TEST_P(MappedAndMixedBuffers, MatchesReference) {
   const EagerParam p = GetParam();
   RunOptions opts;
   opts.env = {{"CONFLUX_TIMEOUT", "60"}};
@@ -119,6 +121,12 @@ TEST_P(EagerSizesMapped, MatchesReference) {
             std::string e = run_and_check(comm, rank, n, {coll, t, cfxSum, count, n - 1, in_place});
             if (!e.empty() && errors.size() < 4000) errors += e + "\n";
           }
+    for (Coll coll : {Coll::kAllReduce, Coll::kReduce, Coll::kReduceScatter})
+      for (bool in_place : {false, true}) {
+        const size_t count = (coll == Coll::kReduceScatter ? 300007u / n : 300007u);
+        std::string e = run_and_check(comm, rank, n, {coll, cfxFloat32, cfxSum, count, 0, in_place});
+        if (!e.empty() && errors.size() < 4000) errors += e + "\n";
+      }
     return errors;
   };
   EXPECT_EQ(summarize(run_ranks(p.nranks, body, opts)), "");
@@ -128,7 +136,7 @@ std::string eager_name(const ::testing::TestParamInfo<EagerParam>& info) {
   return std::to_string(info.param.nranks) + "ranks_" + (info.param.mixed ? "mixed" : "memalloc");
 }
 
-INSTANTIATE_TEST_SUITE_P(Shm, EagerSizesMapped,
+INSTANTIATE_TEST_SUITE_P(Shm, MappedAndMixedBuffers,
                          ::testing::Values(EagerParam{2, false}, EagerParam{3, false}, EagerParam{4, false},
                                            EagerParam{2, true}, EagerParam{3, true}, EagerParam{4, true}),
                          eager_name);
