@@ -24,7 +24,11 @@ struct Config {
   std::string hostid;             // CONFLUX_HOSTID: overrides the host identity (tests fake hosts)
   std::string root;               // CONFLUX_ROOT=host:port for cfxCommInitFromEnv
   size_t shm_slot_bytes = 64 * 1024;  // CONFLUX_SHM_SLOT_SIZE: bytes per shared-memory ring slot
-  int shm_slots = 8;                  // CONFLUX_SHM_SLOTS: slots per directed shared-memory ring
+  // CONFLUX_SHM_SLOTS: slots per directed shared-memory ring. 16 x 64 KiB
+  // holds two default chunks, so a sender fills one while the receiver
+  // drains the other (2 ranks, heap AllReduce 4 MiB: 320 against 546 us
+  // with 8 slots; 4 ranks unchanged).
+  int shm_slots = 16;
   int spin_iterations = 2000;     // CONFLUX_SPIN: polls before a waiting rank sleeps
   size_t tcp_buffer_bytes = 4 << 20;  // CONFLUX_SOCKET_BUFSIZE: SO_SNDBUF/SO_RCVBUF
   int tcp_channels = 1;           // CONFLUX_TCP_CHANNELS: connections per TCP peer (1..16)
