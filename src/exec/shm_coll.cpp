@@ -221,17 +221,23 @@ Status ShmCollImpl::run(const OpDesc& op, const OpSig& sig, Deadline deadline, c
   }
   if (may_read_in_place) {
     if (all_buffers_mapped(parity)) return run_cma(op, parity);
-    // Some rank's buffers are ordinary memory: the slots after all. Ranks
-    // that deferred their copy make it now and say so.
-    if (deferred) {
-      if (writes_slot) std::memcpy(slot(rank_, parity), op.sendbuf, need);
-      publish(k * 4 + kMidway);
-    }
-    for (int p = 0; p < nranks_; ++p)
-      if (p != rank_ && buffers_mapped(control(p, parity)))
-        CFX_RETURN_IF_ERROR(wait_for(k * 4 + kMidway, p, "fill its eager slot"));
+    CFX_RETURN_IF_ERROR(fill_deferred_slots(op, parity, deferred && writes_slot ? need : 0, deferred));
   }
   return run_eager(op, parity);
+}
+
+Status ShmCollImpl::fill_deferred_slots(const OpDesc& op, int parity, size_t bytes, bool deferred) {
+  // Some rank's buffers are ordinary memory: the slots after all. Ranks
+  // that deferred their copy make it now and say so.
+  const uint64_t k = op_;
+  if (deferred) {
+    if (bytes > 0) std::memcpy(slot(rank_, parity), op.sendbuf, bytes);
+    publish(k * 4 + kMidway);
+  }
+  for (int p = 0; p < nranks_; ++p)
+    if (p != rank_ && buffers_mapped(control(p, parity)))
+      CFX_RETURN_IF_ERROR(wait_for(k * 4 + kMidway, p, "fill its eager slot"));
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<ShmCollectives>> ShmCollectives::create(cfxComm& comm) {

@@ -93,6 +93,9 @@ class ShmCollImpl final : public ShmCollectives {
   // peers then read and write in place.
   static bool buffers_mapped(const CollControl& c);
   bool all_buffers_mapped(int parity) const;
+  // Slot-sized call where some rank's buffers are not mapped: the ranks
+  // that deferred their slot copy (of `bytes`) make it, and all wait for them.
+  Status fill_deferred_slots(const OpDesc& op, int parity, size_t bytes, bool deferred);
 
   // The algorithms (shm_coll_eager.cpp, shm_coll_cma.cpp); the announce
   // round and the signature check have happened.
