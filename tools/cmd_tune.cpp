@@ -196,9 +196,13 @@ int run_tune(const TuneOptions& o) {
     if (t.rank == 0)
       std::fprintf(stderr, "conflux tune: %s\n",
                    t.comm->has_shm_collectives()
-                       ? "the intra-host fast path serves every collective here, so no algorithm is chosen "
-                         "(CONFLUX_SHM_COLL=0 turns it off to tune the schedules)"
+                       ? "the intra-host fast path serves the collectives here, so no algorithm is chosen; "
+                         "only reductions of 1 MiB and more on ordinary buffers leave it, for the cost model's "
+                         "choice (CONFLUX_SHM_COLL=0 turns it off to tune the schedules)"
                        : "one rank: no algorithm to choose");
+    // Nobody exits before rank 0 has said why: a launcher stops the other
+    // ranks as soon as one fails.
+    (void)cfxBarrier(t.comm);
     return done(t.nranks < 2 ? 0 : 2);
   }
   const std::string& layout = t.tuner->layout();

@@ -54,7 +54,7 @@ echo "ok: conflux tune stores ${entry%% *}; the next communicator takes $bcast f
 set +e
 out=$("$tool" run -n 2 --timeout 60 -- "$tool" tune --colls broadcast -b 64 -e 64 2>&1); rc=$?
 set -e
-[ "$rc" -ne 0 ] && echo "$out" | grep -q "intra-host fast path serves every collective" \
+[ "$rc" -ne 0 ] && echo "$out" | grep -q "intra-host fast path serves the collectives here" \
   || { echo "$out"; echo "FAIL: tune under the fast path (rc $rc)"; exit 1; }
 echo "ok: tune refuses when the intra-host fast path serves every call"
 
