@@ -20,17 +20,17 @@ namespace conflux {
 
 namespace {
 
-constexpr size_t kEagerSlotBytes = 64 * 1024;  // per rank and parity
+constexpr size_t kEagerSlotBytes = size_t{64} * 1024;  // per rank and parity
 // From this size, calls whose buffers are all cfxMemAlloc memory skip the
 // slots: peers read (and reduce from) the buffers in place. 2 ranks,
 // interleaved: AllReduce 64 KiB 1.9 against 11.4 us, 8 KiB 0.54 against 1.6;
 // at 4 KiB the extra flag round of the in-place path makes it a wash.
-constexpr size_t kMappedInPlaceFrom = 8 * 1024;
+constexpr size_t kMappedInPlaceFrom = size_t{8} * 1024;
 // A 2-rank Broadcast through a slot is two copies one after the other (the
 // root's in, the peer's out); from this size one process_vm_readv wins
 // (2 ranks: 64 KiB 6.4 against 9.3 us, 32 KiB 4.2 against 4.7). Not at 4
 // ranks, where the root's pushes to 3 peers cost more (64 KiB: 21 against 13).
-constexpr size_t kTwoRankBroadcastCmaFrom = 32 * 1024;
+constexpr size_t kTwoRankBroadcastCmaFrom = size_t{32} * 1024;
 // Reductions on ordinary (heap) buffers from these sizes go back to the
 // point-to-point schedules, whose shared-memory slot rings copy in and out
 // through cache-sized pieces: that beats reading peers' buffers with
@@ -43,8 +43,8 @@ constexpr size_t kTwoRankBroadcastCmaFrom = 32 * 1024;
 // AllGather, AlltoAll and Broadcast copy each byte once either way and stay
 // here: handing them back at 4 ranks from 1 MiB measured 0.5-1.4x, against
 // the previous binary, interleaved (Broadcast 4 MiB 1531 against 798 us).
-constexpr size_t kHeapReductionPointToPointFrom = 1024 * 1024;
-constexpr size_t kHeapReducePointToPointFrom = 256 * 1024;
+constexpr size_t kHeapReductionPointToPointFrom = size_t{1024} * 1024;
+constexpr size_t kHeapReducePointToPointFrom = size_t{256} * 1024;
 
 // Whether a call on ordinary buffers runs faster on the point-to-point path.
 // Sizes count as nccl-tests counts them (AllGather: the whole output).

@@ -15,7 +15,7 @@ namespace conflux {
 
 namespace {
 
-constexpr size_t kCmaChunkBytes = 128 * 1024;  // per peer; a few of them stay in L2
+constexpr size_t kCmaChunkBytes = size_t{128} * 1024;  // per peer; a few of them stay in L2
 
 size_t slice_begin(size_t count, int n, int r) { return count * static_cast<size_t>(r) / static_cast<size_t>(n); }
 
