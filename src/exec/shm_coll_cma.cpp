@@ -1,10 +1,13 @@
-// Large operations: no staging copy. Every rank has published its buffer
+// Operations without a staging copy: large ones, and slot-sized ones when
+// every buffer is cfxMemAlloc memory. Every rank has published its buffer
 // addresses; peers read them directly with process_vm_readv (one kernel copy
-// per byte), or with plain loads from a mapping when the buffer is
-// cfxMemAlloc memory (then reductions read the peers' inputs in place). Reductions are split: each rank reduces one slice, reading the
+// per byte), or with plain loads and stores through a mapping when the
+// buffer is cfxMemAlloc memory (then reductions read the peers' inputs in
+// place). Reductions are split: each rank reduces one slice, reading the
 // peers' inputs chunk by chunk into a cache-sized scratch area, and (for
-// AllReduce) then reads the other ranks' reduced slices. A rank returns only
-// once every peer that reads its buffers has said it is done with them.
+// AllReduce) pushes each reduced chunk into every peer's output. A rank
+// returns only once every peer that reads or writes its buffers has said it
+// is done with them.
 #include "core/config.h"
 #include "exec/reduce.h"
 #include "exec/shm_coll_impl.h"
