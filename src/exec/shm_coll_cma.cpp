@@ -191,11 +191,15 @@ Status ShmCollImpl::run_cma(const OpDesc& op, int parity) {
         waits_on = -1;  // this rank writes into every output, and reads the root's input
         break;
       }
-      // The root would idle while the others copy: it writes the last 1/n
-      // of every peer's output itself, and each peer reads the rest, so
-      // n cores share the copies (at 2 ranks, half each instead of one
-      // core copying everything).
-      const size_t pushed = block / elem / static_cast<size_t>(n) * elem;
+      // The root would idle while the others copy: it writes the tail of
+      // every peer's output itself, and each peer reads the rest, so n
+      // cores share the copies. A kernel copy costs about two memcpys per
+      // byte (the copy and pinning the peer's pages), and an out-of-place
+      // root also copies its whole input: then a tail of 1/(2n) balances
+      // the cores, else 1/n.
+      const bool root_copies = cr.peer_send(op.root) != cr.peer_recv(op.root);
+      const size_t share = static_cast<size_t>(n) * (root_copies ? 2 : 1);
+      const size_t pushed = block / elem / share * elem;
       const size_t pulled = block - pushed;
       if (me != op.root) {
         CFX_RETURN_IF_ERROR(cma_read(op.root, cr.peer_send(op.root), recv, pulled));
