@@ -32,6 +32,13 @@ struct CollRun {
 
   uint64_t peer_send(int p) const { return s.control(p, parity).sendbuf; }
   uint64_t peer_recv(int p) const { return s.control(p, parity).recvbuf; }
+  bool root_in_place() const { return peer_send(op.root) == peer_recv(op.root); }
+  // Bytes moved per step: cache-sized, bounded by CONFLUX_CHUNK_SIZE (so the
+  // tests' tiny chunks run many steps), whole elements.
+  size_t piece_bytes() const {
+    const size_t chunk = std::min(kCmaChunkBytes, config().chunk_bytes);
+    return std::max(elem, chunk / elem * elem);
+  }
 
   // dst[0, bytes) = reduction over ranks of (own + offset) and each peer's
   // (remote_base(p) + offset); own input first, so dst may alias it. Avg is
@@ -42,8 +49,7 @@ struct CollRun {
   Status reduce_slice(uint8_t* dst, const uint8_t* own, size_t offset, size_t bytes, RemoteBase remote_base,
                       Sink sink) {
     const int n = s.nranks_;
-    size_t chunk = std::min(kCmaChunkBytes, config().chunk_bytes);
-    chunk = std::max(elem, chunk / elem * elem);
+    const size_t chunk = piece_bytes();
     uint8_t* scratch = s.tmp(chunk * static_cast<size_t>(n));
     std::vector<const void*> srcs(n);
     for (size_t done = 0; done < bytes; done += chunk) {
@@ -77,9 +83,9 @@ struct CollRun {
   Status broadcast_slice_to_all() {
     const int n = s.nranks_, me = s.rank_, root = op.root;
     const uint64_t root_send = peer_send(root);
-    const bool root_in_place = root_send == peer_recv(root);
+    const int skip = root_in_place() ? root : -1;
     const size_t lo = slice_begin(op.count, n, me) * elem, hi = slice_begin(op.count, n, me + 1) * elem;
-    const size_t chunk = std::max(elem, kCmaChunkBytes / elem * elem);
+    const size_t chunk = piece_bytes();
     uint8_t* scratch = nullptr;
     for (size_t off = lo; off < hi; off += chunk) {
       const size_t len = std::min(chunk, hi - off);
@@ -89,7 +95,7 @@ struct CollRun {
         CFX_RETURN_IF_ERROR(s.cma_read(root, root_send + off, scratch, len));
         from = scratch;
       }
-      CFX_RETURN_IF_ERROR(store_to_all(from, off, len, root_in_place ? root : -1));
+      CFX_RETURN_IF_ERROR(store_to_all(from, off, len, skip));
     }
     return Status::Ok();
   }
@@ -102,7 +108,7 @@ struct CollRun {
     const size_t at = block * static_cast<size_t>(s.rank_);
     auto* send = static_cast<const uint8_t*>(op.sendbuf);
     const bool in_place = send == static_cast<uint8_t*>(op.recvbuf) + at;
-    const size_t chunk = std::max(elem, kCmaChunkBytes / elem * elem);
+    const size_t chunk = piece_bytes();
     for (size_t off = 0; off < block; off += chunk)
       CFX_RETURN_IF_ERROR(store_to_all(send + off, at + off, std::min(chunk, block - off), in_place ? s.rank_ : -1));
     return Status::Ok();
@@ -197,8 +203,7 @@ Status ShmCollImpl::run_cma(const OpDesc& op, int parity) {
       // byte (the copy and pinning the peer's pages), and an out-of-place
       // root also copies its whole input: then a tail of 1/(2n) balances
       // the cores, else 1/n.
-      const bool root_copies = cr.peer_send(op.root) != cr.peer_recv(op.root);
-      const size_t share = static_cast<size_t>(n) * (root_copies ? 2 : 1);
+      const size_t share = static_cast<size_t>(n) * (cr.root_in_place() ? 1 : 2);
       const size_t pushed = block / elem / share * elem;
       const size_t pulled = block - pushed;
       if (me != op.root) {

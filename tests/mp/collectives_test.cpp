@@ -98,15 +98,15 @@ INSTANTIATE_TEST_SUITE_P(TcpChannels, CollectiveMatrix,
 // different paths follow each other, so both slot parities see each path.
 // Reductions of over 1 MiB: read in place when all buffers are mapped,
 // handed back to the point-to-point path when some are not.
-struct EagerParam {
+struct MappedParam {
   int nranks;
   bool mixed;  // odd ranks use cfxMemAlloc buffers, even ranks the heap
 };
 
-class MappedAndMixedBuffers : public ::testing::TestWithParam<EagerParam> {};
+class MappedAndMixedBuffers : public ::testing::TestWithParam<MappedParam> {};
 
 TEST_P(MappedAndMixedBuffers, MatchesReference) {
-  const EagerParam p = GetParam();
+  const MappedParam p = GetParam();
   RunOptions opts;
   opts.env = {{"CONFLUX_TIMEOUT", "60"}};
   opts.timeout_s = 120;
@@ -132,14 +132,14 @@ TEST_P(MappedAndMixedBuffers, MatchesReference) {
   EXPECT_EQ(summarize(run_ranks(p.nranks, body, opts)), "");
 }
 
-std::string eager_name(const ::testing::TestParamInfo<EagerParam>& info) {
+std::string mapped_name(const ::testing::TestParamInfo<MappedParam>& info) {
   return std::to_string(info.param.nranks) + "ranks_" + (info.param.mixed ? "mixed" : "memalloc");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shm, MappedAndMixedBuffers,
-                         ::testing::Values(EagerParam{2, false}, EagerParam{3, false}, EagerParam{4, false},
-                                           EagerParam{2, true}, EagerParam{3, true}, EagerParam{4, true}),
-                         eager_name);
+                         ::testing::Values(MappedParam{2, false}, MappedParam{3, false}, MappedParam{4, false},
+                                           MappedParam{2, true}, MappedParam{3, true}, MappedParam{4, true}),
+                         mapped_name);
 
 }  // namespace
 }  // namespace conflux::test
