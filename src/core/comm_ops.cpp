@@ -6,6 +6,7 @@
 #include "core/comm.h"
 #include "core/config.h"
 #include "core/log.h"
+#include "core/network_probe.h"
 #include "exec/executor.h"
 #include "exec/reduce.h"
 #include "tune/candidates.h"
@@ -79,78 +80,6 @@ bool is_in_place(const OpDesc& op, int rank, int nranks) {
     case Coll::kScatter: return rank == op.root && recv == send + static_cast<size_t>(rank) * op.count * elem;
     default: (void)nranks; return send == recv;
   }
-}
-
-// The network's constants from one peer over its real link, measured the
-// way collectives load it: both sides send at once and wait for each
-// other's message (a ring or tree step is such an exchange, not a
-// ping-pong). 8-byte exchanges give alpha; 2 MiB each way at once give the
-// bandwidth a direction keeps while the other is busy too (on hosts whose
-// cores also run the network stack, about half the one-way figure). With
-// several connections per peer, the same 2 MiB split over all of them shows
-// whether more flows go faster (a per-flow cap): *channels_gbps, else 0.
-// Symmetric: both sides run the same schedule and time it.
-Status probe_link(const ExecContext& base, int peer, int channels, double* lat_us, double* gbps,
-                  double* channels_gbps) {
-  const size_t big = 2 << 20;
-  std::vector<uint8_t> out_buf(big), in_buf(big);
-  ExecContext ctx = base;
-  ctx.buffers = {out_buf.data(), in_buf.data(), nullptr};
-  auto exchange = [&](size_t bytes, int reps, int flows) -> Result<double> {
-    algo::Schedule s;
-    std::vector<int> prev;
-    // Round i's sends and receives wait for round i-1's receives only:
-    // neither may wait for its own send, or two large sends would fill
-    // both sockets with nobody reading.
-    for (int i = 0; i < reps; ++i) {
-      std::vector<int> received;
-      for (int c = 0; c < flows; ++c) {
-        const size_t off = algo::part_begin(bytes, flows, c), len = algo::part_size(bytes, flows, c);
-        algo::Step send = algo::send_step(peer, algo::Slice{algo::kSendBuf, off, len});
-        algo::Step recv = algo::make_step(algo::StepKind::kRecv, peer);
-        recv.dst = algo::Slice{algo::kRecvBuf, off, len};
-        send.channel = recv.channel = static_cast<uint8_t>(c);
-        algo::add_after(s, send, prev);
-        received.push_back(algo::add_after(s, recv, prev));
-      }
-      prev = std::move(received);
-    }
-    auto t0 = std::chrono::steady_clock::now();
-    CFX_RETURN_IF_ERROR(execute(s, ctx));
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-  };
-  // Warm up first: right after start-up both processes may share one core
-  // until the scheduler spreads them, and every exchange then waits for the
-  // other to be scheduled (measured: 77 us instead of 8 us on two emulated
-  // hosts). The warm-up spins, so both ranks look busy and the scheduler
-  // moves one to another core; with 200 exchanges that did not spin, one
-  // launch in six still read 21 us against 8-12 (28 launches each, none
-  // slow with this warm-up). The measurement then does not spin: two ranks
-  // left on one core would hold it from each other. Then the best of a few
-  // short runs: the minimum is the link's own cost.
-  CFX_RETURN_IF_ERROR(exchange(8, 1000, 1).status());
-  ctx.spin_iterations = 0;
-  const int rounds = 16;
-  double small_best = 1e300;
-  for (int rep = 0; rep < 5; ++rep) {
-    CFX_ASSIGN_OR_RETURN(double us, exchange(8, rounds, 1));
-    small_best = std::min(small_best, us);
-  }
-  *lat_us = small_best / rounds;
-  auto bandwidth = [&](int flows) -> Result<double> {
-    double best = 1e300;
-    for (int rep = 0; rep < 3; ++rep) {
-      CFX_ASSIGN_OR_RETURN(double us, exchange(big, 1, flows));
-      best = std::min(best, us);
-    }
-    return double(big) / 1e3 / std::max(best - *lat_us, 1.0);
-  };
-  CFX_ASSIGN_OR_RETURN(*gbps, bandwidth(1));
-  *channels_gbps = 0;
-  if (channels > 1) {
-    CFX_ASSIGN_OR_RETURN(*channels_gbps, bandwidth(channels));
-  }
-  return Status::Ok();
 }
 
 }  // namespace
@@ -316,8 +245,9 @@ Status cfxComm::run_collective(const OpDesc& op) {
     int partner = -1;
     for (int r = 1; r < nranks_ && partner < 0; ++r)
       if (table_[r].host_hash != table_[0].host_hash) partner = r;
-    double probe_lat = 0, probe_gbps = 0, probe_channels_gbps = 0;
-    if (partner > 0 && tune::tuning_enabled()) {
+    LinkProbe probe;
+    const bool probed = partner > 0 && tune::tuning_enabled();
+    if (probed) {
       ++coll_seq_;  // every rank, so sequence numbers stay aligned
       if (rank_ == 0 || rank_ == partner) {
         OpSig sig;
@@ -332,20 +262,25 @@ Status cfxComm::run_collective(const OpDesc& op) {
         ctx.shm_waiter = shm_waiter_.get();
         ctx.spin_iterations = spin_iterations_;  // for the warm-up; see probe_link
         ctx.rank = rank_;
-        Status st = probe_link(ctx, rank_ == 0 ? partner : 0, tcp_channels_, &probe_lat, &probe_gbps,
-                               &probe_channels_gbps);
+        Status st = probe_link(ctx, rank_ == 0 ? partner : 0, tcp_channels_, &probe);
         if (!st.ok()) return st.prepend("measuring the network for the tuner: ");
       }
     }
-    // The constants, then the probe's bandwidth over all channels.
-    std::array<double, tune::ConstantsArray().size() + 1> local{}, sum{};
+    // The constants (averaged), then rank 0's probe (summed: the others
+    // contribute zero): its bandwidth over all channels, the call cost and
+    // the curve.
+    constexpr size_t kConsts = tune::ConstantsArray().size();
+    constexpr size_t kChannels = kConsts, kCall = kConsts + 1, kCurve = kConsts + 2;
+    std::array<double, kCurve + kProbeCurveBytes.size()> local{}, sum{};
     const tune::ConstantsArray own = tune::to_array(mine);
     std::copy(own.begin(), own.end(), local.begin());
-    const bool probed = partner > 0 && tune::tuning_enabled();
+    auto from_probe = [&](size_t i) { return probed && (i == 4 || i == 5 || i >= kConsts); };
     if (probed) {
-      local[4] = rank_ == 0 ? probe_lat : 0;
-      local[5] = rank_ == 0 ? probe_gbps : 0;
-      local[7] = rank_ == 0 ? probe_channels_gbps : 0;
+      local[4] = rank_ == 0 ? probe.lat_us : 0;
+      local[5] = rank_ == 0 ? probe.gbps : 0;
+      local[kChannels] = rank_ == 0 ? probe.channels_gbps : 0;
+      local[kCall] = rank_ == 0 ? probe.call_us : 0;
+      for (size_t k = 0; k < kProbeCurveBytes.size(); ++k) local[kCurve + k] = rank_ == 0 ? probe.curve_us[k] : 0;
     }
     OpDesc agree;
     agree.coll = Coll::kAllReduce;
@@ -359,11 +294,17 @@ Status cfxComm::run_collective(const OpDesc& op) {
     agreeing = false;
     if (!st.ok()) return st.prepend("agreeing on the tuner's constants: ");
     for (size_t i = 0; i < sum.size(); ++i)
-      if (!(probed && (i == 4 || i == 5 || i == 7))) sum[i] /= nranks_;
+      if (!from_probe(i)) sum[i] /= nranks_;
     tune::ConstantsArray agreed_array{};
     std::copy_n(sum.begin(), agreed_array.size(), agreed_array.begin());
     tune::Constants agreed = tune::from_array(agreed_array, mine.source + ", averaged over ranks");
-    choose_channel_split(probed ? sum[5] : 0, probed ? sum[7] : 0);
+    if (probed) {
+      agreed.call_us = sum[kCall];
+      LinkProbe measured;
+      std::copy_n(sum.begin() + kCurve, kProbeCurveBytes.size(), measured.curve_us.begin());
+      agreed.net.curve = measured.curve();
+    }
+    choose_channel_split(probed ? sum[5] : 0, probed ? sum[kChannels] : 0);
     sim::ClusterModel model = tune::model_of(table_, cfg.transport == TransportChoice::kTcp, agreed);
     const std::string layout =
         tune::layout_key(nranks_, model.nhosts(), transport_name(cfg.transport), cfg.shm_collectives);

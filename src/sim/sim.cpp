@@ -1,6 +1,7 @@
 #include "sim/sim.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <queue>
 #include <unordered_map>
@@ -16,6 +17,54 @@ const char* path_class_name(PathClass c) {
   }
 }
 
+std::string format_curve(const std::vector<CurvePoint>& curve) {
+  std::string out;
+  char buf[64];
+  for (const CurvePoint& p : curve) {
+    std::snprintf(buf, sizeof buf, "%s%.0f:%.2f", out.empty() ? "" : ",", p.bytes, p.us);
+    out += buf;
+  }
+  return out;
+}
+
+bool parse_curve(const std::string& text, std::vector<CurvePoint>* out) {
+  std::vector<CurvePoint> curve;
+  size_t pos = 0;
+  for (bool last = text.empty(); !last;) {
+    size_t end = text.find(',', pos);
+    last = end == std::string::npos;
+    if (last) end = text.size();
+    const std::string item = text.substr(pos, end - pos);
+    CurvePoint p;
+    char extra = 0;
+    if (std::sscanf(item.c_str(), "%lf:%lf%c", &p.bytes, &p.us, &extra) != 2 || !std::isfinite(p.bytes) ||
+        !std::isfinite(p.us) || p.bytes < 0 || p.us < 0 || (!curve.empty() && p.bytes <= curve.back().bytes))
+      return false;
+    curve.push_back(p);
+    pos = end + 1;
+  }
+  if (curve.empty()) return false;
+  *out = std::move(curve);
+  return true;
+}
+
+double LinkParams::wire_us(double bytes) const {
+  if (curve.empty()) return bytes / (gbps * 1e3);
+  // Measured times include alpha once; what the curve adds above its
+  // smallest message is the bytes' share.
+  const double base = curve.front().us;
+  if (bytes <= curve.front().bytes) return 0;
+  for (size_t k = 1; k < curve.size(); ++k) {
+    const CurvePoint& lo = curve[k - 1];
+    const CurvePoint& hi = curve[k];
+    if (bytes <= hi.bytes) {
+      const double f = hi.bytes > lo.bytes ? (bytes - lo.bytes) / (hi.bytes - lo.bytes) : 1.0;
+      return std::max(0.0, lo.us + f * (hi.us - lo.us) - base);
+    }
+  }
+  return std::max(0.0, curve.back().us - base) + (bytes - curve.back().bytes) / (gbps * 1e3);
+}
+
 int ClusterModel::nhosts() const {
   if (host.empty()) return (nranks + ranks_per_host - 1) / ranks_per_host;
   return host.empty() ? 1 : *std::max_element(host.begin(), host.end()) + 1;
@@ -27,7 +76,13 @@ std::string ClusterModel::describe() const {
   std::snprintf(buf, sizeof buf, "%d ranks on %d hosts, %s %.2fus %.2fGB/s, net %.2fus %.2fGB/s", nranks, nhosts(),
                 path_class_name(local), params(local).lat_us, params(local).gbps, params(PathClass::kNet).lat_us,
                 params(PathClass::kNet).gbps);
-  return buf;
+  std::string d = buf;
+  if (call_us > 0) {
+    std::snprintf(buf, sizeof buf, ", call %.2fus", call_us);
+    d += buf;
+  }
+  if (!params(PathClass::kNet).curve.empty()) d += ", net curve " + format_curve(params(PathClass::kNet).curve);
+  return d;
 }
 
 double busbw_factor(Coll c, int n) {
@@ -242,15 +297,16 @@ Status Sim::run(SimResult* out) {
     // then takes the bytes when it is free (cut-through: a message waits for
     // a busy receiver, not for both ports to be idle at once, which would
     // starve many-to-many patterns such as pairwise AlltoAll).
-    const double wire = double(s_.bytes[i]) / (lp.gbps * 1e3);
+    const double wire = lp.wire_us(double(s_.bytes[i]));
     const double overhead = lp.lat_us * m_.overhead_share;
     double start = std::max(t, port_free_[out_port]);
     if (cpu_bound) start = on_cpu(m_.host_of(src), start, overhead) - overhead;
     double dur = wire + lp.lat_us * m_.overhead_share;
     port_free_[out_port] = start + dur;
     if (pc == PathClass::kNet && m_.machine_net_gbps > 0) {
-      // Every emulated link's bytes are copied by the same machine.
-      const double copy = double(s_.bytes[i]) / (m_.machine_net_gbps * 1e3);
+      // Every emulated link's bytes are copied by the same machine (at the
+      // link's own size-dependent pace, scaled to the machine's bandwidth).
+      const double copy = wire * lp.gbps / m_.machine_net_gbps;
       machine_net_free = std::max(machine_net_free, start) + copy;
       dur = std::max(dur, machine_net_free - start);
     }
@@ -273,8 +329,9 @@ Status Sim::run(SimResult* out) {
                           " steps never become ready");
   out->steps = n;
   out->messages = messages;
+  out->time_us = n > 0 ? m_.call_us : 0;
   for (size_t i = 0; i < n; ++i) {
-    out->time_us = std::max(out->time_us, done_[i]);
+    out->time_us = std::max(out->time_us, done_[i] + m_.call_us);
     out->critical_hops = std::max(out->critical_hops, hops_[i]);
   }
   size_t best = 0;

@@ -19,6 +19,8 @@ struct ClusterFlags {
   int cores_per_host = 0;
   int machine_cores = 0;
   double machine_net_bw = 0;
+  std::string net_curve;
+  double call_overhead = -1;
 
   void add_to(CLI::App& app) {
     app.add_option("--ranks,-n", ranks, "Total ranks (default hosts x ranks-per-host)");
@@ -35,6 +37,14 @@ struct ClusterFlags {
                    "All hosts are emulated on one machine with this many cores: every message overhead queues for them");
     app.add_option("--machine-net-bw", machine_net_bw,
                    "All hosts are emulated on one machine: inter-host bytes share this many GB/s in all");
+    app.add_option("--net-curve", net_curve,
+                   "Measured network message times, bytes:us,... ascending (the TUNE log's \"net curve\"): "
+                   "message cost follows it instead of net-lat + bytes/net-bw")
+        ->check([](const std::string& v) {
+          std::vector<CurvePoint> c;
+          return parse_curve(v, &c) ? std::string() : "expected bytes:us pairs, bytes ascending, e.g. 8:10,4096:16";
+        });
+    app.add_option("--call-overhead", call_overhead, "Fixed cost of one collective call, us (default: calibrated)");
   }
 
   // The model, and a description of where its constants came from.
@@ -58,6 +68,8 @@ struct ClusterFlags {
     LinkParams& net = m.link[static_cast<int>(PathClass::kNet)];
     if (net_bw > 0) net.gbps = net_bw;
     if (net_lat >= 0) net.lat_us = net_lat;
+    if (!net_curve.empty()) parse_curve(net_curve, &net.curve);  // validated by the option's check
+    if (call_overhead >= 0) m.call_us = call_overhead;
     if (all_given) m.reduce_gbps = m.copy_gbps = 0;  // a fully specified model is pure alpha-beta
     if (source) *source = all_given ? "flags" : "calibration (" + c.source + ") with flag overrides";
     return m;

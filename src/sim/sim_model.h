@@ -3,6 +3,7 @@
 // bandwidths GB/s (1 GB/s = 1000 bytes/us).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,10 +14,33 @@ namespace conflux::sim {
 enum class PathClass : int { kShm = 0, kTcpLocal = 1, kNet = 2, kCount = 3 };
 const char* path_class_name(PathClass c);
 
+// One point of a measured message-time curve: a message of `bytes` took `us`.
+struct CurvePoint {
+  double bytes = 0;
+  double us = 0;
+};
+
 struct LinkParams {
+  LinkParams() = default;
+  LinkParams(double lat, double bw) : lat_us(lat), gbps(bw) {}
+
   double lat_us = 1.0;  // alpha: per-message latency, including software overhead
   double gbps = 10.0;   // beta: GB/s of one port of this class
+  // Optional measured message times, bytes ascending (the network probe's
+  // exchanges). Where present, a message's time beyond alpha follows the
+  // curve, linear between its points and at `gbps` past the last, instead
+  // of bytes/gbps: TCP's cost is not linear in size (a message of two
+  // segments costs several us more than one of a single segment, and
+  // messages that stay in cache copy faster than a 2 MiB stream).
+  std::vector<CurvePoint> curve;
+
+  // Time a message of `bytes` adds to alpha (its bytes' share of the link).
+  double wire_us(double bytes) const;
 };
+
+// "8:10.5,2048:15.2,...": bytes:us pairs, bytes strictly ascending.
+std::string format_curve(const std::vector<CurvePoint>& curve);
+bool parse_curve(const std::string& text, std::vector<CurvePoint>* out);
 
 struct ClusterModel {
   int nranks = 1;
@@ -26,6 +50,7 @@ struct ClusterModel {
   LinkParams link[3] = {{1.0, 20.0}, {10.0, 3.0}, {5.0, 12.5}};
   double reduce_gbps = 0;     // recv-reduce cost per byte on the receiver (0: free)
   double copy_gbps = 0;       // local copy cost (0: free)
+  double call_us = 0;         // fixed cost of one collective call (entering the executor, its set-up)
   double overhead_share = 0.5;  // share of alpha that is per-message sender work (serialises a rank's sends)
   // Cores each host gives its ranks; 0 = at least one per rank. With fewer
   // cores than ranks, every message's sender and receiver overhead (alpha x

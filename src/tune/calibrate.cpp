@@ -229,6 +229,7 @@ void Constants::apply_to(sim::ClusterModel* m) const {
   m->link[static_cast<int>(sim::PathClass::kTcpLocal)] = tcp;
   m->link[static_cast<int>(sim::PathClass::kNet)] = net;
   m->reduce_gbps = reduce_gbps;
+  m->call_us = call_us;
   m->copy_gbps = shm.gbps * 2;  // a local copy is one memcpy; a shm message is two
   // CONFLUX_TUNE_OVERHEAD: the share of alpha that is per-message work on
   // the sending rank (0..1), for experiments with the model.

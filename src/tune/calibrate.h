@@ -22,6 +22,7 @@ namespace conflux::tune {
 struct Constants {
   sim::LinkParams shm{2.0, 5.0}, tcp{15.0, 2.0}, net{15.0, 2.0};
   double reduce_gbps = 4.0;
+  double call_us = 0;  // a collective call's fixed cost (the network probe's; not cached)
   std::string source = "defaults";  // "measured", "cache <path>", "defaults"
 
   std::string to_text() const;                 // one "key value" per line

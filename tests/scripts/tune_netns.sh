@@ -20,6 +20,9 @@ unset CONFLUX_SOCKET_IFNAME
 time_of() {  # size -> out-of-place us from perf rows on stdin
   awk -v s="$1" '$1 == s { print $6; exit }'
 }
+time_of_row() {  # size -> the second field of the "size us" row on stdin
+  awk -v s="$1" '$1 == s { print $2; exit }'
+}
 
 cfx_hosts_up 2 1gbit
 log=$(mktemp)
@@ -38,41 +41,57 @@ cfx_hosts_down
 rm -f "$log"
 
 [ "${TUNE_VALIDATE:-0}" = 1 ] || exit 0
-echo "# hosts algo size measured_us predicted_us predicted/measured"
-# The link's constants come from the probe on 2 hosts, where nothing else
-# runs: with more emulated hosts the waiting ranks share the cores with the
-# probe and inflate its latency, and that sharing is what the machine-wide
-# pools below model.
-net_lat="" net_bw=""
+# Each measured launch is paired with a probe launched just before it on 2
+# of the hosts, where nothing else runs (with more emulated hosts the
+# waiting ranks would share the cores with the probe and inflate its
+# latency; that sharing is what the machine-wide pools below model). The
+# launch is predicted from its own probe and scored by its own ratio:
+# this machine's speed drifts by 2x within minutes, so a probe and a
+# measurement minutes apart disagree for reasons the model cannot know.
+# Reported per point: the medians over 3 launches of the measured time, the
+# predicted time and their ratio.
+echo "# hosts algo size measured_us predicted_us predicted/measured (medians of 3 launches)"
+sizes="8 4096 262144 2097152"
+predict() {  # hosts algo "TUNE tuner:" line -> "size us" rows of `conflux sim`
+  local line=$3 lat bw call curve
+  # "... net 9.1us 1.8GB/s, call 0.3us, net curve 8:9.1,1024:9.4,..." (call and curve may be absent)
+  lat=$(echo "$line" | sed -E 's/.*net ([0-9.]+)us.*/\1/')
+  bw=$(echo "$line" | sed -E 's/.*net [0-9.]+us ([0-9.]+)GB\/s.*/\1/')
+  call=$(echo "$line" | sed -nE 's/.*, call ([0-9.]+)us.*/\1/p')
+  curve=$(echo "$line" | sed -nE 's/.*net curve ([0-9.:,]+).*/\1/p')
+  # The emulated hosts share this machine: its cores take every message's
+  # overheads, and its copy bandwidth every inter-host byte (the probe's
+  # per-direction figure was measured with both directions busy: x2).
+  "$tool" sim --hosts "$1" --ranks-per-host 1 --intra-lat 1 --intra-bw 10 --net-lat "$lat" --net-bw "$bw" \
+    --machine-cores "$(nproc)" --machine-net-bw "$(awk -v b="$bw" 'BEGIN { print 2 * b }')" \
+    --call-overhead "${call:-0}" ${curve:+--net-curve "$curve"} \
+    -b 8 -e 2M -f 8 --algo "allreduce:$2" -q 2>/dev/null
+}
+median3() {  # "size value" rows, 3 per size -> "size median"
+  sort -k1,1n -k2,2g | awk '{ n[$1]++; v[$1, n[$1]] = $2 } END { for (s in n) print s, v[s, int((n[s] + 1) / 2)] }'
+}
 for h in 2 4 8; do
   cfx_hosts_up "$h"
-  if [ -z "$net_lat" ]; then
-    log=$(mktemp)
-    CONFLUX_DEBUG=INFO CONFLUX_DEBUG_SUBSYS=TUNE cfx_run_cluster "$h" 1 timeout 300 "$tool" perf allreduce -b 8 -e 8 -n 1 -w 0 -c 0 >"$log" 2>&1
-    line=$(grep -a -m1 "TUNE tuner:" "$log")
-    # "... shm 1.2us 10GB/s, net 35.1us 0.9GB/s"
-    net_lat=$(echo "$line" | sed -E 's/.*net ([0-9.]+)us.*/\1/')
-    net_bw=$(echo "$line" | sed -E 's/.*net [0-9.]+us ([0-9.]+)GB\/s.*/\1/')
-    echo "# probe on 2 hosts: net ${net_lat} us, ${net_bw} GB/s"
-    rm -f "$log"
-  fi
   for a in ring tree; do
-    # The median of 3 launches: one launch's mean still moves by up to 2x
-    # on this machine (e.g. 170-390 us for the same 256 KiB ring).
-    meas=$(for launch in 1 2 3; do
-             CONFLUX_ALGO=allreduce:$a cfx_run_cluster "$h" 1 timeout 300 "$tool" perf allreduce -b 8 -e 2M -f 8 -n 50 -w 5 -c 0 2>&1
-           done | awk '$1 ~ /^[0-9]+$/ && $6 ~ /^[0-9.]+$/ { print $1, $6 }' | sort -k1,1n -k2,2n |
-           awk '{ n[$1]++; v[$1, n[$1]] = $2 } END { for (s in n) print s, 0, 0, 0, 0, v[s, int((n[s] + 1) / 2)] }')
-    # The emulated hosts share this machine: its cores take every message's
-    # overheads, and its copy bandwidth every inter-host byte (the probe's
-    # per-direction figure was measured with both directions busy: x2).
-    pred=$("$tool" sim --hosts "$h" --ranks-per-host 1 --intra-lat 1 --intra-bw 10 --net-lat "$net_lat" --net-bw "$net_bw" \
-           --machine-cores "$(nproc)" --machine-net-bw "$(awk -v b="$net_bw" 'BEGIN { print 2 * b }')" \
-           -b 8 -e 2M -f 8 --algo "allreduce:$a" -q 2>/dev/null)
-    for s in 8 4096 262144 2097152; do
-      m=$(echo "$meas" | time_of $s)
-      p=$(echo "$pred" | awk -v s=$s '$1 == s { print $2; exit }')
-      awk -v h=$h -v a=$a -v s=$s -v m="$m" -v p="$p" 'BEGIN { printf "%d %s %d %.1f %.1f %.2f\n", h, a, s, m, p, (m > 0 ? p / m : 0) }'
+    rows=$(for launch in 1 2 3; do
+      log=$(mktemp)
+      CONFLUX_DEBUG=INFO CONFLUX_DEBUG_SUBSYS=TUNE cfx_run_cluster 2 1 timeout 300 "$tool" perf allreduce -b 8 -e 8 -n 1 -w 0 -c 0 >"$log" 2>&1
+      line=$(grep -a -m1 "TUNE tuner:" "$log")
+      echo "# probe: ${line#*hosts, }" >&2
+      pred=$(predict "$h" "$a" "$line")
+      CONFLUX_ALGO=allreduce:$a cfx_run_cluster "$h" 1 timeout 300 "$tool" perf allreduce -b 8 -e 2M -f 8 -n 50 -w 5 -c 0 >"$log" 2>&1
+      for s in $sizes; do
+        m=$(awk '$1 ~ /^[0-9]+$/ && $6 ~ /^[0-9.]+$/ { print $1, $6 }' "$log" | time_of_row "$s")
+        p=$(echo "$pred" | awk -v s="$s" '$1 == s { print $2; exit }')
+        echo "$s $m $p"
+      done
+      rm -f "$log"
+    done)
+    for s in $sizes; do
+      m=$(echo "$rows" | awk -v s="$s" '$1 == s { print s, $2 }' | median3 | awk '{ print $2 }')
+      p=$(echo "$rows" | awk -v s="$s" '$1 == s { print s, $3 }' | median3 | awk '{ print $2 }')
+      r=$(echo "$rows" | awk -v s="$s" '$1 == s { print s, ($2 > 0 ? $3 / $2 : 0) }' | median3 | awk '{ print $2 }')
+      awk -v h="$h" -v a="$a" -v s="$s" -v m="$m" -v p="$p" -v r="$r" 'BEGIN { printf "%d %s %d %.1f %.1f %.2f\n", h, a, s, m, p, r }'
     done
   done
   cfx_hosts_down

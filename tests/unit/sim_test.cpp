@@ -181,6 +181,53 @@ TEST(SimTest, EmulatedHostsShareOneMachine) {
   EXPECT_NEAR(simulate(two, allreduce(bytes), algo::ring_allreduce)->time_us, alone, alone * 0.01);
 }
 
+TEST(SimTest, MeasuredCurveReplacesBytesOverBandwidth) {
+  // A link whose 2 KiB messages cost a step more than 1 KiB ones (a second
+  // TCP segment), as the network probe measures it.
+  LinkParams lp(10, 2);
+  lp.curve = {{8, 10}, {1024, 10.5}, {2048, 15}, {4096, 15.5}, {2u << 20, 1010}};
+  EXPECT_DOUBLE_EQ(lp.wire_us(8), 0);
+  EXPECT_DOUBLE_EQ(lp.wire_us(0), 0);
+  EXPECT_DOUBLE_EQ(lp.wire_us(1024), 0.5);
+  EXPECT_DOUBLE_EQ(lp.wire_us(1536), 2.75);  // linear between the points
+  EXPECT_DOUBLE_EQ(lp.wire_us(2048), 5);
+  // Past the last point: its time plus the rest at the link's bandwidth.
+  EXPECT_DOUBLE_EQ(lp.wire_us(double(2u << 20) + 2000), 1000 + 1);
+  // Without a curve: bytes over bandwidth.
+  EXPECT_DOUBLE_EQ(LinkParams(10, 2).wire_us(4000), 2);
+
+  // The 2-rank ring AllReduce moves two messages of half the call: 4 KiB
+  // calls pay the step twice, 2 KiB calls not at all.
+  ClusterModel m = flat(2, 10, 2);
+  m.link[static_cast<int>(PathClass::kNet)] = lp;
+  auto ring = [&](size_t bytes) { return simulate(m, allreduce(bytes), algo::ring_allreduce)->time_us; };
+  EXPECT_NEAR(ring(2048), 2 * (10 + 0.5), 1e-6);
+  EXPECT_NEAR(ring(4096), 2 * (10 + 5), 1e-6);
+}
+
+TEST(SimTest, CallOverheadIsPaidOncePerCall) {
+  ClusterModel m = flat(4, 5, 10);
+  const double without = simulate(m, allreduce(4096), algo::ring_allreduce)->time_us;
+  m.call_us = 3;
+  EXPECT_NEAR(simulate(m, allreduce(4096), algo::ring_allreduce)->time_us, without + 3, 1e-9);
+}
+
+TEST(SimTest, CurveTextRoundTrips) {
+  std::vector<CurvePoint> c;
+  ASSERT_TRUE(parse_curve("8:9.1,1024:9.4,2097152:1100", &c));
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_DOUBLE_EQ(c[1].bytes, 1024);
+  EXPECT_DOUBLE_EQ(c[2].us, 1100);
+  EXPECT_EQ(format_curve(c), "8:9.10,1024:9.40,2097152:1100.00");
+  std::vector<CurvePoint> again;
+  ASSERT_TRUE(parse_curve(format_curve(c), &again));
+  EXPECT_EQ(again.size(), c.size());
+  // Rejected, leaving the output alone: empty, unordered, malformed, negative.
+  for (const char* bad : {"", "8:9,8:10", "1024:9,8:10", "8", "8:9,", "8:9x", "a:b", "-8:9", "8:-9", "8:9;16:10", "inf:9", "8:nan"})
+    EXPECT_FALSE(parse_curve(bad, &c)) << bad;
+  EXPECT_EQ(c.size(), 3u);
+}
+
 TEST(SimTest, UnmatchedSendIsAnError) {
   auto broken = [](const algo::CollArgs& a) {
     algo::Schedule s;
