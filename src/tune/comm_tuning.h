@@ -5,8 +5,9 @@
 //
 // Every rank must make the same choice, or ranks would run different
 // schedules: ranks on different hosts calibrate separately, so the
-// communicator averages the constants once (a 7-double AllReduce with the
-// default algorithm) before its first tuned call; the model is derived from
+// communicator averages the constants once (one small AllReduce with the
+// default algorithm, which also hands every rank rank 0's network probe:
+// core/network_probe.h) before its first tuned call; the model is derived from
 // the rank table identically on every rank; the simulation is deterministic.
 #pragma once
 
