@@ -20,9 +20,6 @@ unset CONFLUX_SOCKET_IFNAME
 time_of() {  # size -> out-of-place us from perf rows on stdin
   awk -v s="$1" '$1 == s { print $6; exit }'
 }
-time_of_row() {  # size -> the second field of the "size us" row on stdin
-  awk -v s="$1" '$1 == s { print $2; exit }'
-}
 
 cfx_hosts_up 2 1gbit
 log=$(mktemp)
@@ -81,7 +78,7 @@ for h in 2 4 8; do
       pred=$(predict "$h" "$a" "$line")
       CONFLUX_ALGO=allreduce:$a cfx_run_cluster "$h" 1 timeout 300 "$tool" perf allreduce -b 8 -e 2M -f 8 -n 50 -w 5 -c 0 >"$log" 2>&1
       for s in $sizes; do
-        m=$(awk '$1 ~ /^[0-9]+$/ && $6 ~ /^[0-9.]+$/ { print $1, $6 }' "$log" | time_of_row "$s")
+        m=$(time_of "$s" <"$log")
         p=$(echo "$pred" | awk -v s="$s" '$1 == s { print $2; exit }')
         echo "$s $m $p"
       done
