@@ -197,8 +197,9 @@ int run_tune(const TuneOptions& o) {
       std::fprintf(stderr, "conflux tune: %s\n",
                    t.comm->has_shm_collectives()
                        ? "the intra-host fast path serves the collectives here, so no algorithm is chosen; "
-                         "only reductions of 1 MiB and more on ordinary buffers leave it, for the cost model's "
-                         "choice (CONFLUX_SHM_COLL=0 turns it off to tune the schedules)"
+                         "only reductions on ordinary buffers leave it, for the cost model's choice: AllReduce and "
+                         "ReduceScatter from 1 MiB, Reduce from 256 KiB "
+                         "(CONFLUX_SHM_COLL=0 turns it off to tune the schedules)"
                        : "one rank: no algorithm to choose");
     // Nobody exits before rank 0 has said why: a launcher stops the other
     // ranks as soon as one fails.
