@@ -21,6 +21,7 @@ struct ClusterFlags {
   double machine_net_bw = 0;
   std::string net_curve;
   double call_overhead = -1;
+  double switch_cost = -1;
 
   void add_to(CLI::App& app) {
     app.add_option("--ranks,-n", ranks, "Total ranks (default hosts x ranks-per-host)");
@@ -45,6 +46,10 @@ struct ClusterFlags {
           return parse_curve(v, &c) ? std::string() : "expected bytes:us pairs, bytes ascending, e.g. 8:10,4096:16";
         });
     app.add_option("--call-overhead", call_overhead, "Fixed cost of one collective call, us (default: calibrated)");
+    app.add_option("--switch-cost", switch_cost,
+                   "Core time to switch a sleeping rank in for each message where ranks outnumber cores, us "
+                   "(default: calibrated)")
+        ->check(CLI::NonNegativeNumber);
   }
 
   // The model, and a description of where its constants came from.
@@ -70,6 +75,7 @@ struct ClusterFlags {
     if (net_lat >= 0) net.lat_us = net_lat;
     if (!net_curve.empty()) parse_curve(net_curve, &net.curve);  // validated by the option's check
     if (call_overhead >= 0) m.call_us = call_overhead;
+    if (switch_cost >= 0) m.switch_us = switch_cost;
     if (all_given) m.reduce_gbps = m.copy_gbps = 0;  // a fully specified model is pure alpha-beta
     if (source) *source = all_given ? "flags" : "calibration (" + c.source + ") with flag overrides";
     return m;

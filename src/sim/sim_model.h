@@ -62,6 +62,11 @@ struct ClusterModel {
   // the kernel moves them on the same cores.
   int machine_cores = 0;
   double machine_net_gbps = 0;
+  // Where ranks outnumber the cores they share (either pool above), the
+  // rank a message is for is usually asleep: switching it onto a core
+  // costs this much core time before its receive overhead (the measured
+  // hand-off between two threads on one core; 0 = free).
+  double switch_us = 0;
 
   int host_of(int rank) const { return host.empty() ? rank / ranks_per_host : host[rank]; }
   PathClass path(int a, int b) const {

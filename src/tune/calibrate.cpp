@@ -4,6 +4,7 @@
 #include "exec/reduce.h"
 
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -13,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -80,6 +82,63 @@ double measure_thread_handoff_us() {
   double us = us_since(t0);
   peer.join();
   return us / iters / 2;
+}
+
+// Half the round trip of a byte bounced over pipes between two threads
+// pinned to one core: each hand-off wakes the sleeping thread and switches
+// it in, as a message for a sleeping rank does where ranks outnumber cores.
+// Median of batches; 0 where the threads cannot be pinned.
+double measure_switch_us() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 0;
+  int cpu = sched_getcpu();
+  if (cpu < 0 || !CPU_ISSET(cpu, &allowed)) return 0;
+  int ping[2], pong[2];
+  if (::pipe(ping) != 0) return 0;
+  if (::pipe(pong) != 0) {
+    ::close(ping[0]), ::close(ping[1]);
+    return 0;
+  }
+  constexpr int kBatches = 5, kRounds = 100;
+  std::atomic<bool> pinned_ok{true};
+  auto pin = [&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) != 0) pinned_ok = false;
+  };
+  std::vector<double> batches;
+  std::thread echo([&] {
+    pin();
+    char c = 0;
+    for (int i = 0; i < kBatches * kRounds; ++i)
+      if (::read(ping[0], &c, 1) != 1 || ::write(pong[1], &c, 1) != 1) break;
+    ::close(pong[1]);  // a timer still waiting reads end-of-file
+    pong[1] = -1;
+  });
+  std::thread timer([&] {
+    pin();
+    char c = 0;
+    for (int b = 0; b < kBatches; ++b) {
+      auto t0 = Clock::now();
+      for (int i = 0; i < kRounds; ++i) {
+        if (::write(ping[1], &c, 1) != 1 || ::read(pong[0], &c, 1) != 1) {
+          ::close(ping[1]);  // an echo still waiting reads end-of-file
+          ping[1] = -1;
+          return;
+        }
+      }
+      batches.push_back(us_since(t0) / kRounds / 2);
+    }
+  });
+  timer.join();
+  echo.join();
+  for (int fd : {ping[0], ping[1], pong[0], pong[1]})
+    if (fd >= 0) ::close(fd);
+  if (!pinned_ok || batches.size() != size_t(kBatches)) return 0;
+  std::nth_element(batches.begin(), batches.begin() + kBatches / 2, batches.end());
+  return batches[kBatches / 2];
 }
 
 bool full_io(int fd, char* p, size_t n, bool send) {
@@ -199,7 +258,7 @@ std::string Constants::to_text() const {
   std::ostringstream o;
   o << "shm_lat_us " << shm.lat_us << "\nshm_gbps " << shm.gbps << "\ntcp_lat_us " << tcp.lat_us << "\ntcp_gbps "
     << tcp.gbps << "\nnet_lat_us " << net.lat_us << "\nnet_gbps " << net.gbps << "\nreduce_gbps " << reduce_gbps
-    << "\n";
+    << "\nswitch_us " << switch_us << "\n";
   return o.str();
 }
 
@@ -210,7 +269,7 @@ bool Constants::from_text(const std::string& text, Constants* out) {
   int seen = 0;
   Constants c;
   while (in >> key >> v) {
-    if (!(v > 0)) return false;
+    if (!(v > 0) && !(key == "switch_us" && v == 0)) return false;
     if (key == "shm_lat_us") c.shm.lat_us = v, ++seen;
     else if (key == "shm_gbps") c.shm.gbps = v, ++seen;
     else if (key == "tcp_lat_us") c.tcp.lat_us = v, ++seen;
@@ -218,8 +277,9 @@ bool Constants::from_text(const std::string& text, Constants* out) {
     else if (key == "net_lat_us") c.net.lat_us = v, ++seen;
     else if (key == "net_gbps") c.net.gbps = v, ++seen;
     else if (key == "reduce_gbps") c.reduce_gbps = v, ++seen;
+    else if (key == "switch_us") c.switch_us = v, ++seen;
   }
-  if (seen != 7) return false;
+  if (seen != 8) return false;  // a cache from an older version: measure again
   *out = c;
   return true;
 }
@@ -230,6 +290,7 @@ void Constants::apply_to(sim::ClusterModel* m) const {
   m->link[static_cast<int>(sim::PathClass::kNet)] = net;
   m->reduce_gbps = reduce_gbps;
   m->call_us = call_us;
+  m->switch_us = switch_us;
   m->copy_gbps = shm.gbps * 2;  // a local copy is one memcpy; a shm message is two
   // CONFLUX_TUNE_OVERHEAD: the share of alpha that is per-message work on
   // the sending rank (0..1), for experiments with the model.
@@ -244,6 +305,7 @@ Constants measure_constants() {
   double memcpy_gbps = measure_memcpy_gbps();
   c.shm = {std::max(0.05, measure_thread_handoff_us()), memcpy_gbps / 2};
   c.reduce_gbps = measure_reduce_gbps();
+  c.switch_us = measure_switch_us();
   double lat = 0, bw = 0;
   if (measure_tcp(&lat, &bw)) c.tcp = {lat, bw};
   c.net = c.tcp;

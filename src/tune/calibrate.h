@@ -8,6 +8,8 @@
 //   net   the tcp numbers (no peer host to measure against at first use);
 //         CONFLUX_TUNE_NET="lat_us,GB/s" overrides, e.g. for a capped link
 //   reduce  float32 sum kernel throughput
+//   switch  a hand-off between two threads pinned to one core (what waking
+//         a sleeping rank costs where ranks outnumber cores)
 // Cache: $CONFLUX_TUNE_CACHE (a directory; "off" disables the cache), else
 // $XDG_CACHE_HOME/conflux, else ~/.cache/conflux; file tune-<host>.txt.
 // CONFLUX_TUNE_CALIBRATE=0 skips measuring and uses the built-in defaults.
@@ -22,12 +24,13 @@ namespace conflux::tune {
 struct Constants {
   sim::LinkParams shm{2.0, 5.0}, tcp{15.0, 2.0}, net{15.0, 2.0};
   double reduce_gbps = 4.0;
+  double switch_us = 0;  // a context switch on one core (0: unknown)
   double call_us = 0;  // a collective call's fixed cost (the network probe's; not cached)
   std::string source = "defaults";  // "measured", "cache <path>", "defaults"
 
   std::string to_text() const;                 // one "key value" per line
   static bool from_text(const std::string& text, Constants* out);
-  void apply_to(sim::ClusterModel* m) const;   // fills link params and reduce cost
+  void apply_to(sim::ClusterModel* m) const;   // fills link params, reduce and switch costs
 };
 
 // Measures now (about 0.3 s).

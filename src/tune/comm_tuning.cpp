@@ -34,7 +34,7 @@ bool tuning_enabled() {
 }
 
 ConstantsArray to_array(const Constants& c) {
-  return {c.shm.lat_us, c.shm.gbps, c.tcp.lat_us, c.tcp.gbps, c.net.lat_us, c.net.gbps, c.reduce_gbps};
+  return {c.shm.lat_us, c.shm.gbps, c.tcp.lat_us, c.tcp.gbps, c.net.lat_us, c.net.gbps, c.reduce_gbps, c.switch_us};
 }
 
 Constants from_array(const ConstantsArray& a, const std::string& source) {
@@ -43,6 +43,7 @@ Constants from_array(const ConstantsArray& a, const std::string& source) {
   c.tcp = {a[2], a[3]};
   c.net = {a[4], a[5]};
   c.reduce_gbps = a[6];
+  c.switch_us = a[7];
   c.source = source;
   return c;
 }

@@ -23,7 +23,7 @@ namespace conflux::tune {
 // before the tuner); CONFLUX_ALGO still applies.
 bool tuning_enabled();
 
-using ConstantsArray = std::array<double, 7>;
+using ConstantsArray = std::array<double, 8>;
 ConstantsArray to_array(const Constants& c);
 Constants from_array(const ConstantsArray& a, const std::string& source);
 

@@ -181,6 +181,35 @@ TEST(SimTest, EmulatedHostsShareOneMachine) {
   EXPECT_NEAR(simulate(two, allreduce(bytes), algo::ring_allreduce)->time_us, alone, alone * 0.01);
 }
 
+TEST(SimTest, SharedCoreDoesNotSerialiseMessagesInFlight) {
+  // 2 emulated hosts on one core: both ranks send their half of a 2-rank
+  // ring at once. The receive overhead of the first message is booked a
+  // wire time ahead; the second send's overhead must fit in the gap before
+  // it instead of waiting for it, so the two flights overlap.
+  ClusterModel m = flat(2, 10, 1);
+  const size_t bytes = 1u << 20;
+  const double own_cores = simulate(m, allreduce(bytes), algo::ring_allreduce)->time_us;
+  m.machine_cores = 1;
+  const double one_core = simulate(m, allreduce(bytes), algo::ring_allreduce)->time_us;
+  EXPECT_GE(one_core, own_cores);
+  EXPECT_LT(one_core, own_cores * 1.1) << "flights serialised behind booked receive overheads";
+}
+
+TEST(SimTest, SwitchCostIsPaidPerMessageWhereRanksOutnumberCores) {
+  ClusterModel m = flat(4, 10, 1);
+  auto ring = [&] { return simulate(m, allreduce(8), algo::ring_allreduce)->time_us; };
+  m.machine_cores = 4;  // a core per rank: nobody sleeps
+  const double roomy = ring();
+  m.switch_us = 3;
+  EXPECT_DOUBLE_EQ(ring(), roomy);
+  m.machine_cores = 2;
+  m.switch_us = 0;
+  const double crowded = ring();
+  m.switch_us = 3;
+  // The ring's 2 (n-1) steps each wait for a receiver to be switched in.
+  EXPECT_GE(ring(), crowded + 2 * 3 * 3 - 1e-9);
+}
+
 TEST(SimTest, MeasuredCurveReplacesBytesOverBandwidth) {
   // A link whose 2 KiB messages cost a step more than 1 KiB ones (a second
   // TCP segment), as the network probe measures it.

@@ -214,10 +214,16 @@ TEST(CalibrateTest, TextRoundTripAndCache) {
   Constants c;
   c.shm = {0.5, 7};
   c.reduce_gbps = 3;
+  c.switch_us = 2.5;
   Constants back;
   ASSERT_TRUE(Constants::from_text(c.to_text(), &back));
   EXPECT_DOUBLE_EQ(back.shm.gbps, 7);
+  EXPECT_DOUBLE_EQ(back.switch_us, 2.5);
   EXPECT_FALSE(Constants::from_text("shm_gbps 3\n", &back));
+  // A cache written before the switch cost was measured: measure again.
+  std::string older = c.to_text();
+  older.erase(older.find("switch_us"));
+  EXPECT_FALSE(Constants::from_text(older, &back));
 
   auto dir = std::filesystem::temp_directory_path() / ("cfx_tune_" + std::to_string(getpid()));
   setenv("CONFLUX_TUNE_CACHE", dir.c_str(), 1);
@@ -232,6 +238,8 @@ TEST(CalibrateTest, TextRoundTripAndCache) {
   EXPECT_GT(m.shm.gbps, 0.1);
   EXPECT_GT(m.tcp.gbps, 0.01);
   EXPECT_GT(m.tcp.lat_us, 0.0);
+  EXPECT_GT(m.switch_us, 0.0);  // two threads pinned to one core
+  EXPECT_LT(m.switch_us, 1000.0);
   std::filesystem::remove_all(dir);
 }
 
