@@ -45,9 +45,9 @@ rm -f "$log"
 # launch is predicted from its own probe and scored by its own ratio:
 # this machine's speed drifts by 2x within minutes, so a probe and a
 # measurement minutes apart disagree for reasons the model cannot know.
-# Reported per point: the medians over 3 launches of the measured time, the
+# Reported per point: the medians over the launches of the measured time, the
 # predicted time and their ratio.
-echo "# hosts algo size measured_us predicted_us predicted/measured (medians of 3 launches)"
+echo "# hosts algo size measured_us predicted_us predicted/measured (medians of ${TUNE_LAUNCHES:-5} launches)"
 sizes="8 4096 262144 2097152"
 predict() {  # hosts algo "TUNE tuner:" line -> "size us" rows of `conflux sim`
   local line=$3 lat bw call switch curve
@@ -66,13 +66,16 @@ predict() {  # hosts algo "TUNE tuner:" line -> "size us" rows of `conflux sim`
     --call-overhead "${call:-0}" --switch-cost "${switch:-0}" ${curve:+--net-curve "$curve"} \
     -b 8 -e 2M -f 8 --algo "allreduce:$2" -q 2>/dev/null
 }
-median3() {  # "size value" rows, 3 per size -> "size median"
+median_of() {  # "size value" rows, several per size -> "size median"
   sort -k1,1n -k2,2g | awk '{ n[$1]++; v[$1, n[$1]] = $2 } END { for (s in n) print s, v[s, int((n[s] + 1) / 2)] }'
 }
+# Launches per point (TUNE_LAUNCHES, default 5): single launches at 256 KiB
+# differ by up to 2x (2-host ring: 111-302 us in one session).
+launches=${TUNE_LAUNCHES:-5}
 for h in 2 4 8; do
   cfx_hosts_up "$h"
   for a in ring tree; do
-    rows=$(for launch in 1 2 3; do
+    rows=$(for ((launch = 0; launch < launches; launch++)); do
       log=$(mktemp)
       CONFLUX_DEBUG=INFO CONFLUX_DEBUG_SUBSYS=TUNE cfx_run_cluster 2 1 timeout 300 "$tool" perf allreduce -b 8 -e 8 -n 1 -w 0 -c 0 >"$log" 2>&1
       line=$(grep -a -m1 "TUNE tuner:" "$log")
@@ -87,9 +90,9 @@ for h in 2 4 8; do
       rm -f "$log"
     done)
     for s in $sizes; do
-      m=$(echo "$rows" | awk -v s="$s" '$1 == s { print s, $2 }' | median3 | awk '{ print $2 }')
-      p=$(echo "$rows" | awk -v s="$s" '$1 == s { print s, $3 }' | median3 | awk '{ print $2 }')
-      r=$(echo "$rows" | awk -v s="$s" '$1 == s { print s, ($2 > 0 ? $3 / $2 : 0) }' | median3 | awk '{ print $2 }')
+      m=$(echo "$rows" | awk -v s="$s" '$1 == s { print s, $2 }' | median_of | awk '{ print $2 }')
+      p=$(echo "$rows" | awk -v s="$s" '$1 == s { print s, $3 }' | median_of | awk '{ print $2 }')
+      r=$(echo "$rows" | awk -v s="$s" '$1 == s { print s, ($2 > 0 ? $3 / $2 : 0) }' | median_of | awk '{ print $2 }')
       awk -v h="$h" -v a="$a" -v s="$s" -v m="$m" -v p="$p" -v r="$r" 'BEGIN { printf "%d %s %d %.1f %.1f %.2f\n", h, a, s, m, p, r }'
     done
   done
