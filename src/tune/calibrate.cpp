@@ -4,10 +4,10 @@
 #include "exec/reduce.h"
 
 #include <arpa/inet.h>
-#include <pthread.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/file.h>
 #include <sys/socket.h>
