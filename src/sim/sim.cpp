@@ -381,10 +381,11 @@ Status Sim::run(SimResult* out) {
   for (size_t p = 0; p < port_bytes_.size(); ++p)
     if (port_bytes_[p] > port_bytes_[best]) best = p;
   out->bottleneck_bytes = port_bytes_.empty() ? 0 : port_bytes_[best];
-  if (best < 2 * size_t(reps_))
+  const size_t rank_ports = 2 * size_t(reps_);
+  if (best < rank_ports)
     out->bottleneck = "rank " + std::to_string(best / 2) + (best % 2 ? " ingress" : " egress");
   else
-    out->bottleneck = "host " + std::to_string((best - 2 * reps_) / 2) + " NIC" + ((best - 2 * reps_) % 2 ? " ingress" : " egress");
+    out->bottleneck = "host " + std::to_string((best - rank_ports) / 2) + " NIC" + ((best - rank_ports) % 2 ? " ingress" : " egress");
   return Status::Ok();
 }
 
