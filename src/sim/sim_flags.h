@@ -8,6 +8,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
+
 namespace conflux::sim {
 
 struct ClusterFlags {
@@ -45,11 +47,20 @@ struct ClusterFlags {
           std::vector<CurvePoint> c;
           return parse_curve(v, &c) ? std::string() : "expected bytes:us pairs, bytes ascending, e.g. 8:10,4096:16";
         });
-    app.add_option("--call-overhead", call_overhead, "Fixed cost of one collective call, us (default: calibrated)");
+    // Costs in microseconds; negative ones are refused, not read as "unset".
+    const CLI::Validator us_cost(
+        [](const std::string& v) {
+          double x = -1;
+          return CLI::detail::lexical_cast(v, x) && x >= 0 && std::isfinite(x) ? std::string()
+                                                                                : "expected microseconds >= 0";
+        },
+        "US");
+    app.add_option("--call-overhead", call_overhead, "Fixed cost of one collective call, us (default: calibrated)")
+        ->check(us_cost);
     app.add_option("--switch-cost", switch_cost,
                    "Core time to switch a sleeping rank in for each message where ranks outnumber cores, us "
                    "(default: calibrated)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(us_cost);
   }
 
   // The model, and a description of where its constants came from.

@@ -12,6 +12,16 @@ ring=$(echo "$row" | awk '{print $2}'); tree=$(echo "$row" | awk '{print $5}')
 awk -v r="$ring" -v t="$tree" 'BEGIN { exit !(t * 10 <= r) }' || { echo "FAIL: tree $tree us vs ring $ring us"; exit 1; }
 echo "ok: 1024 ranks, 8 B AllReduce: tree $tree us, ring $ring us"
 
+# Measured costs given as flags: refused when negative or malformed (not
+# silently read as "use the calibrated value"), and shown when taken.
+for bad in "--switch-cost -1" "--call-overhead -0.5" "--switch-cost nan" "--net-curve 8:9,4:10"; do
+  if out=$("$tool" sim $model $bad -b 8 -e 8 -q 2>&1); then echo "$out"; echo "FAIL: sim accepted $bad"; exit 1; fi
+  echo "$out" | grep -qE "expected" || { echo "$out"; echo "FAIL: no reason given for $bad"; exit 1; }
+done
+"$tool" sim --hosts 4 --ranks-per-host 1 --machine-cores 2 --switch-cost 2.5 -b 8 -e 8 -q 2>&1 | grep -q "switch 2.50us" \
+  || { echo "FAIL: --switch-cost not in the model's description"; exit 1; }
+echo "ok: sim refuses negative or malformed costs, and takes --switch-cost"
+
 out=$("$tool" plan allreduce 1M --hosts 2 --ranks-per-host 4 --intra-bw 10 --intra-lat 1 --net-bw 1 --net-lat 20)
 echo "$out" | grep -q "^choice: " || { echo "$out"; echo "FAIL: plan printed no choice"; exit 1; }
 echo "$out" | grep -q "^hier " || { echo "$out"; echo "FAIL: plan did not list hier"; exit 1; }
