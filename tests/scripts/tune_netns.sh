@@ -97,4 +97,4 @@ for h in 2 4 8; do
     done
   done
   cfx_hosts_down
-done
+done | awk '{ print; fflush(); n++; if ($6 >= 0.75 && $6 <= 1.25) k++ } END { printf "# %d of %d points predicted within 25%%\n", k, n }'
