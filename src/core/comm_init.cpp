@@ -383,4 +383,20 @@ cfxComm::~cfxComm() {
   }
   queue_cv_.notify_all();
   if (worker_.joinable()) worker_.join();
+  // Let every completed send reach its peer before the connections close
+  // (Link::begin_close says why), all links at once under one deadline. A
+  // peer that takes none of it for that long is treated as silent, like the
+  // heartbeat check does. An aborted or failed communicator abandons its
+  // data and closes at once.
+  if (abort_.load() || !broken_.ok()) return;
+  (void)for_each_link([](conflux::Link& l) {
+    l.begin_close();
+    return conflux::Status::Ok();
+  });
+  const int64_t linger_ms = config().heartbeat_timeout_ms > 0 ? config().heartbeat_timeout_ms : 10000;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(linger_ms);
+  (void)for_each_link([&](conflux::Link& l) {
+    l.finish_close(deadline);
+    return conflux::Status::Ok();
+  });
 }

@@ -11,6 +11,7 @@
 
 #include <poll.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -79,6 +80,16 @@ class Link {
   // call returns. Links that only move bytes while progressed have nothing
   // to do; a provider holding posted operations must drop them. Terminal.
   virtual void quiesce() {}
+  // The communicator is being destroyed and every call on it has returned.
+  // begin_close() sends nothing new and lets what was sent go out (TCP: no
+  // more heartbeats, then a FIN behind the queued bytes); finish_close()
+  // waits, until `deadline`, for the peer to hold all of it, reading and
+  // dropping what the peer still sends. A send that completed for its
+  // caller may still be queued in the kernel, and closing a socket with
+  // unread input (a heartbeat) resets the connection, which drops the
+  // queue: the peer's receive then fails.
+  virtual void begin_close() {}
+  virtual void finish_close(std::chrono::steady_clock::time_point deadline) { (void)deadline; }
 };
 
 // A failure notice travels as (code, text) of at most this many bytes.

@@ -2,6 +2,8 @@
 
 #include "core/config.h"
 
+#include <linux/sockios.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -75,6 +77,40 @@ TcpLink::TcpLink(Socket socket, int peer, size_t bounce_bytes)
 }
 
 TcpLink::~TcpLink() { Heartbeats::get().remove(this); }
+
+void TcpLink::begin_close() {
+  Heartbeats::get().remove(this);  // no heartbeat may follow the FIN
+  std::lock_guard lk(send_mu_);
+  (void)::shutdown(socket_.fd(), SHUT_WR);
+}
+
+void TcpLink::finish_close(Clock::time_point deadline) {
+  char sink[4096];
+  bool peer_finished = false;  // its FIN came: nothing more to read
+  for (;;) {
+    // Sent but not yet acknowledged, the FIN included: 0 once the peer's
+    // kernel holds every byte (a reset purges the queue: 0 as well).
+    int unacked = 0;
+    if (::ioctl(socket_.fd(), SIOCOUTQ, &unacked) != 0 || unacked == 0) return;
+    if (!peer_finished) {
+      ssize_t n;
+      while ((n = ::recv(socket_.fd(), sink, sizeof sink, MSG_DONTWAIT)) > 0) {
+      }
+      if (n == 0) peer_finished = true;
+      else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return;  // reset: nothing to wait for
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return;
+    // Acknowledgements raise no event: look again within a few ms. Once
+    // both sides have shut down, poll() reports POLLHUP at once: sleep.
+    if (peer_finished) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    } else {
+      pollfd p{socket_.fd(), POLLIN, 0};
+      (void)::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 5)));
+    }
+  }
+}
 
 void TcpLink::set_heartbeats_enabled(bool on) {
   std::lock_guard lk(Heartbeats::get().mu);

@@ -33,6 +33,8 @@ class TcpLink final : public Link {
   int poll_fd() const override { return socket_.fd(); }
   Status check_peer() override;
   void send_notice(cfxResult_t code, const std::string& why) override;
+  void begin_close() override;
+  void finish_close(Clock::time_point deadline) override;
   ~TcpLink() override;
 
   // Heartbeat thread: queue a heartbeat if the send side is between frames.
