@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -120,6 +121,36 @@ TEST(OfiTransport, MismatchedCallsAreReportedOnEveryRank) {
     EXPECT_EQ(summarize(run_ranks(3, mismatch_on_every_rank, opts)), "") << prov;
     EXPECT_EQ(summarize(run_ranks(2, p2p_mismatch_reaches_the_sender, opts)), "") << prov;
   }
+}
+
+TEST(OfiTransport, StaleShmRegionOfAReusedPidIsNoObstacle) {
+  // A rank killed before closing leaves the shm provider's region in
+  // /dev/shm; the provider's default name is the pid's, so a later rank
+  // that gets the same pid (they wrap at 32768) failed fi_enable with EBUSY
+  // and its peers waited out the init timeout. Each rank here leaves such
+  // a region for its own pid first.
+  RunOptions opts;
+  opts.env = ofi_env("shm");
+  opts.init_comm = false;
+  opts.timeout_s = 60;
+  auto body = [](cfxComm_t, int rank, int n) -> std::string {
+    const std::string stale = "/dev/shm/" + std::to_string(getpid()) + ":0:0";
+    FILE* f = std::fopen(stale.c_str(), "w");
+    if (f == nullptr) return "cannot create " + stale;
+    std::fclose(f);
+    cfxComm_t comm = nullptr;
+    cfxResult_t r = cfxCommInitRank(&comm, n, current_unique_id(), rank);
+    std::string err = r == cfxSuccess ? "" : std::string("init: ") + cfxGetLastError(nullptr);
+    if (r == cfxSuccess) {
+      float a = 1.0f, b = 0.0f;
+      if (cfxAllReduce(&a, &b, 1, cfxFloat32, cfxSum, comm) != cfxSuccess) err = cfxGetLastError(comm);
+      else if (b != static_cast<float>(n)) err = "wrong sum";
+      cfxCommDestroy(comm);
+    }
+    std::remove(stale.c_str());
+    return err;
+  };
+  EXPECT_EQ(summarize(run_ranks(2, body, opts)), "");
 }
 
 TEST(OfiTransport, UnknownProviderListsWhatIsOffered) {

@@ -1,11 +1,15 @@
 #include "transport/ofi/ofi_fabric.h"
 
+#include "bootstrap/auth.h"
 #include "core/log.h"
 #include "transport/ofi/ofi_api.h"
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
+#include <unistd.h>
 
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
@@ -195,6 +199,19 @@ Status OfiFabric::init(fi_info* info) {
   if (ret) return ofi_error("fi_ep_bind(cq)", ret);
   ret = fi_ep_bind(ep_, &av_->fid, 0);
   if (ret) return ofi_error("fi_ep_bind(av)", ret);
+  if (provider_ == "shm") {
+    // The shm provider names its shared-memory region after the process id
+    // unless told otherwise, and a rank killed before closing leaves that
+    // region behind; once pids wrap (32768 by default) a new rank with the
+    // same pid fails fi_enable with EBUSY. A random name cannot collide.
+    uint64_t tag = 0;
+    random_bytes(&tag, sizeof tag);
+    char shm_name[64];
+    std::snprintf(shm_name, sizeof shm_name, "cfx_%d_%016llx", static_cast<int>(getpid()),
+                  static_cast<unsigned long long>(tag));
+    ret = fi_setname(&ep_->fid, shm_name, std::strlen(shm_name) + 1);
+    if (ret) return ofi_error("fi_setname", ret);
+  }
   ret = fi_enable(ep_);
   if (ret) return ofi_error("fi_enable", ret);
   size_t len = 64;
