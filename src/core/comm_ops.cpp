@@ -274,10 +274,10 @@ Status cfxComm::run_collective(const OpDesc& op) {
     std::array<double, kCurve + kProbeCurveBytes.size()> local{}, sum{};
     const tune::ConstantsArray own = tune::to_array(mine);
     std::copy(own.begin(), own.end(), local.begin());
-    auto from_probe = [&](size_t i) { return probed && (i == 4 || i == 5 || i >= kConsts); };
+    auto from_probe = [&](size_t i) { return probed && (i == tune::kNetLatIndex || i == tune::kNetGbpsIndex || i >= kConsts); };
     if (probed) {
-      local[4] = rank_ == 0 ? probe.lat_us : 0;
-      local[5] = rank_ == 0 ? probe.gbps : 0;
+      local[tune::kNetLatIndex] = rank_ == 0 ? probe.lat_us : 0;
+      local[tune::kNetGbpsIndex] = rank_ == 0 ? probe.gbps : 0;
       local[kChannels] = rank_ == 0 ? probe.channels_gbps : 0;
       local[kCall] = rank_ == 0 ? probe.call_us : 0;
       for (size_t k = 0; k < kProbeCurveBytes.size(); ++k) local[kCurve + k] = rank_ == 0 ? probe.curve_us[k] : 0;
@@ -304,7 +304,7 @@ Status cfxComm::run_collective(const OpDesc& op) {
       std::copy_n(sum.begin() + kCurve, kProbeCurveBytes.size(), measured.curve_us.begin());
       agreed.net.curve = measured.curve();
     }
-    choose_channel_split(probed ? sum[5] : 0, probed ? sum[kChannels] : 0);
+    choose_channel_split(probed ? sum[tune::kNetGbpsIndex] : 0, probed ? sum[kChannels] : 0);
     sim::ClusterModel model = tune::model_of(table_, cfg.transport == TransportChoice::kTcp, agreed);
     const std::string layout =
         tune::layout_key(nranks_, model.nhosts(), transport_name(cfg.transport), cfg.shm_collectives);

@@ -41,7 +41,7 @@ Constants from_array(const ConstantsArray& a, const std::string& source) {
   Constants c;
   c.shm = {a[0], a[1]};
   c.tcp = {a[2], a[3]};
-  c.net = {a[4], a[5]};
+  c.net = {a[kNetLatIndex], a[kNetGbpsIndex]};
   c.reduce_gbps = a[6];
   c.switch_us = a[7];
   c.source = source;

@@ -15,6 +15,7 @@
 #include "tune/tuner.h"
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace conflux::tune {
@@ -24,6 +25,8 @@ namespace conflux::tune {
 bool tuning_enabled();
 
 using ConstantsArray = std::array<double, 8>;
+// Where to_array puts the network's constants (the probe replaces them).
+inline constexpr size_t kNetLatIndex = 4, kNetGbpsIndex = 5;
 ConstantsArray to_array(const Constants& c);
 Constants from_array(const ConstantsArray& a, const std::string& source);
 

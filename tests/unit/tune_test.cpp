@@ -2,6 +2,7 @@
 // the model of a real rank table.
 #include "tune/algo_filter.h"
 #include "tune/calibrate.h"
+#include "tune/comm_tuning.h"
 #include "tune/comm_model.h"
 #include "tune/measured_table.h"
 #include "tune/tuner.h"
@@ -219,6 +220,11 @@ TEST(CalibrateTest, TextRoundTripAndCache) {
   ASSERT_TRUE(Constants::from_text(c.to_text(), &back));
   EXPECT_DOUBLE_EQ(back.shm.gbps, 7);
   EXPECT_DOUBLE_EQ(back.switch_us, 2.5);
+  c.net = {7, 9};
+  const ConstantsArray arr = to_array(c);
+  EXPECT_DOUBLE_EQ(arr[kNetLatIndex], 7);  // the network probe overwrites these slots
+  EXPECT_DOUBLE_EQ(arr[kNetGbpsIndex], 9);
+  EXPECT_DOUBLE_EQ(from_array(arr, "t").switch_us, 2.5);
   EXPECT_FALSE(Constants::from_text("shm_gbps 3\n", &back));
   // A cache written before the switch cost was measured: measure again.
   std::string older = c.to_text();
