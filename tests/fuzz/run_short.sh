@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer binary of a -DCONFLUX_FUZZ=ON build briefly; builds
 # nothing. Usage: tests/fuzz/run_short.sh BUILD_DIR [SECONDS]   (default 30)
-# Seeds for the topology fuzzers come from ../shared/topologies when it is
-# there; the protocol fuzzers (bootstrap, frame) start from nothing.
+# Seeds for the topology fuzzers are the real topology files in
+# tests/data/topologies; the protocol fuzzers (bootstrap, frame) start from nothing.
 set -euo pipefail
 build=${1:?usage: run_short.sh BUILD_DIR [SECONDS]}
 seconds=${2:-30}
 here=$(cd "$(dirname "$0")" && pwd)
-seeds=$here/../../../shared/topologies
+seeds=$here/../data/topologies
 shopt -s nullglob
 bins=("$build"/tests/fuzz/fuzz_*)
 if [ ${#bins[@]} -eq 0 ]; then
@@ -19,7 +19,7 @@ for bin in "${bins[@]}"; do
   corpus=$(mktemp -d)
   max_len=65536
   case $(basename "$bin") in
-    fuzz_topo*) if [ -d "$seeds" ]; then cp "$seeds"/*.xml "$corpus"/ 2>/dev/null || true; fi ;;
+    fuzz_topo*) cp "$seeds"/*.xml "$corpus"/ ;;
     *) max_len=4096 ;;  # binary protocol inputs: headers and a few frames
   esac
   echo "== $(basename "$bin") for ${seconds}s"

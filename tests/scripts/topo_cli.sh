@@ -2,7 +2,7 @@
 # `conflux topo` end to end: text, JSON, export and re-import, errors.
 set -euo pipefail
 tool=${CONFLUX_TOOL:?}
-topo=${CONFLUX_SOURCE_DIR:?}/../shared/topologies
+topo=${CONFLUX_SOURCE_DIR:?}/tests/data/topologies
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

@@ -5,6 +5,6 @@
 
 namespace conflux::test {
 std::string source_dir();
-std::string topology_dir();  // ../shared/topologies beside the checkout
+std::string topology_dir();  // tests/data/topologies: the vendored real topology files
 std::string tool_path();     // the built `conflux` command
 }  // namespace conflux::test

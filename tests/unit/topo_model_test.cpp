@@ -72,7 +72,7 @@ TEST(TopoDiscover, HwlocDumpsMatchTheirReadme) {
   };
   for (const auto& c : cases) {
     Result<System> s = discover_hwloc_xml(conflux::test::topology_dir() + "/hwloc/" + c.file);
-    ASSERT_TRUE(s.ok()) << s.status().message();
+    ASSERT_TRUE(s.ok()) << c.file << ": " << s.status().message();
     EXPECT_EQ(s->of_kind(DeviceKind::kGpu).size(), std::string(c.file).find("jsc") == 0 ? 4u : 8u) << c.file;
     int g = s->find_busid(c.gpu), n = s->find_busid(c.nic);
     ASSERT_GE(g, 0) << c.file << " " << c.gpu;
@@ -82,18 +82,22 @@ TEST(TopoDiscover, HwlocDumpsMatchTheirReadme) {
 }
 
 TEST(TopoDiscover, HwlocP4dIsFlatAndAdvised) {
-  Result<System> s = discover_hwloc_xml(conflux::test::topology_dir() + "/hwloc/aws-p4d.24xlarge-hwloc.xml");
-  ASSERT_TRUE(s.ok());
+  const std::string dump = conflux::test::topology_dir() + "/hwloc/aws-p4d.24xlarge-hwloc.xml";
+  Result<System> s = discover_hwloc_xml(dump);
+  ASSERT_TRUE(s.ok()) << dump << ": " << s.status().message();
   std::set<std::string> codes;
   for (const auto& d : advise(s.value())) codes.insert(d.code);
   EXPECT_TRUE(codes.count("vm-flat-pci") || codes.count("flat-pci"));
   EXPECT_TRUE(codes.count("gpu-nic-no-switch"));
   // Fusing the vendor file restores the switches: GPU and EFA become PIX.
-  Result<XmlNode> file = read_nccl_xml(conflux::test::topology_dir() + "/aws-p4d.24xlarge-topo.xml");
-  ASSERT_TRUE(file.ok());
+  const std::string vendor = conflux::test::topology_dir() + "/aws-p4d.24xlarge-topo.xml";
+  Result<XmlNode> file = read_nccl_xml(vendor);
+  ASSERT_TRUE(file.ok()) << vendor << ": " << file.status().message();
   Result<System> fused = build_system(fuse(std::move(file).value(), s->tree), "fused");
   ASSERT_TRUE(fused.ok());
   int g = fused->find_busid("0000:10:1c.0"), n = fused->find_busid("0000:10:1b.0");
+  ASSERT_GE(g, 0);
+  ASSERT_GE(n, 0);
   EXPECT_EQ(fused->path(g, n).type, PathType::kPix);
   EXPECT_EQ(fused->devices[n].name, "rdmap16s27");  // the name came from discovery
 }
@@ -119,7 +123,7 @@ TEST(TopoLoad, TopoFileErrorsAreLoud) {
 
 TEST(TopoPlan, NumaAndNearestNic) {
   Result<System> s = load_nccl_xml(conflux::test::topology_dir() + "/azure-ndv4-topo.xml");
-  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(numa_of_cpus(s.value(), {0, 1, 2}), 0);
   EXPECT_EQ(numa_of_cpus(s.value(), {30}), 1);
   EXPECT_EQ(numa_of_cpus(s.value(), {95}), 3);
@@ -154,7 +158,7 @@ TEST(TopoPlan, RingKeepsHostsContiguousAndSpreadsRails) {
 
 TEST(TopoReport, JsonHasDevicesPathsWarnings) {
   Result<System> s = load_nccl_xml(conflux::test::topology_dir() + "/ibmcloud-gx3d-h100-vsi-topo.xml");
-  ASSERT_TRUE(s.ok());
+  ASSERT_TRUE(s.ok()) << s.status().message();
   std::string j = to_json(s.value(), advise(s.value()));
   EXPECT_NE(j.find("\"id\": \"GPU0\", \"kind\": \"gpu\", \"busid\": \"0000:a4:00.0\", \"numa\": 0"), std::string::npos);
   EXPECT_NE(j.find("\"GPU1\": {\"type\": \"NVL\", \"bw\": 370.8}"), std::string::npos) << j.substr(0, 3000);
