@@ -28,6 +28,9 @@ struct CollArgs {
   // Hierarchical algorithms: host_of[r] is the host (any id) of rank r;
   // empty means every rank on its own host.
   std::vector<int> host_of;
+  // Bytes of each half of every rank's staging area (BufIndex kStaging),
+  // which the eager one-sided algorithms fill; 0: none.
+  size_t staging_bytes = 0;
 
   int ring_rank(int pos) const;  // rank at ring position pos (mod n)
   int ring_pos(int r) const;
@@ -39,8 +42,8 @@ Schedule ring_reducescatter(const CollArgs& a);
 Schedule chain_broadcast(const CollArgs& a);
 Schedule chain_reduce(const CollArgs& a);
 Schedule pairwise_alltoall(const CollArgs& a);   // AlltoAll and AlltoAllv
-Schedule direct_gather(const CollArgs& a);
-Schedule direct_scatter(const CollArgs& a);
+Schedule linear_gather(const CollArgs& a);   // every rank sends its block to the root
+Schedule linear_scatter(const CollArgs& a);  // the root sends every rank its block
 Schedule dissemination_barrier(const CollArgs& a);
 Schedule point_to_point(const CollArgs& a);      // one Send or Recv
 
@@ -101,5 +104,54 @@ Schedule hier_allgather(const CollArgs& a);
 // across hosts within each local slot: (l-1) + (h-1) steps; (h-1) x block
 // inter-host and (l-1) h x block intra-host bytes per rank.
 Schedule hier_reducescatter(const CollArgs& a);
+
+// One-sided algorithms for ranks that share a host (every rank of the
+// communicator, or the ranks of one host inside a hierarchical schedule).
+// Flags order them: a rank's k-th signal of a call tells every peer it has
+// done what came before it ("my buffers are published and my input is
+// ready", "I no longer touch your buffers"); a rank returns only once every
+// peer that reads or writes its buffers has signalled that it is done.
+//
+// Eager: every rank copies its input into its staging area, signals, and
+// reads what it needs from the peers' staging areas (one flag round, no
+// system call; the peers' staging areas are mapped). Serves a call while
+// eager_stage_bytes() fits in a.staging_bytes.
+size_t eager_stage_bytes(const CollArgs& a);  // bytes a rank stages (the root's, where only it stages)
+Schedule eager_allreduce(const CollArgs& a);
+Schedule eager_reducescatter(const CollArgs& a);
+Schedule eager_reduce(const CollArgs& a);
+Schedule eager_allgather(const CollArgs& a);
+Schedule eager_broadcast(const CollArgs& a);
+Schedule eager_gather(const CollArgs& a);
+Schedule eager_scatter(const CollArgs& a);
+Schedule eager_alltoall(const CollArgs& a);
+// Direct: ranks read (and write) each other's user buffers, so each byte is
+// copied once: with plain loads where the buffer is mapped (cfxMemAlloc
+// memory), else with process_vm_readv/writev. Reductions: rank r reduces
+// part r of the vector from every rank's input, a piece at a time, and
+// (AllReduce) writes each reduced piece into every peer's output while it
+// is in cache. Two flag rounds: arrive, and done.
+Schedule direct_allreduce(const CollArgs& a);
+Schedule direct_reducescatter(const CollArgs& a);
+Schedule direct_reduce(const CollArgs& a);
+Schedule direct_allgather(const CollArgs& a);   // each rank reads every peer's block
+Schedule direct_broadcast(const CollArgs& a);   // peers read the root's input; the root writes a tail share
+Schedule direct_gather(const CollArgs& a);
+Schedule direct_scatter(const CollArgs& a);
+Schedule direct_alltoall(const CollArgs& a);
+// Push AllGather: each rank writes its block into every peer's output, so
+// each input byte is read once (against n - 1 times when pulling).
+Schedule push_allgather(const CollArgs& a);
+// Split Broadcast: rank r copies part r of the root's input into every
+// rank's output, so all cores share the copying and each byte of the input
+// is read once.
+Schedule split_broadcast(const CollArgs& a);
+// Barrier by flags: signal, then wait for every peer's signal.
+Schedule flag_barrier(const CollArgs& a);
+
+// Pieces one-sided steps move at a time: a few stay in L2 while they are
+// reduced and written on. Bounded by CollArgs::chunk_bytes, so tests with
+// tiny chunks run many pieces.
+inline constexpr size_t kOneSidedPieceBytes = size_t{128} * 1024;
 
 }  // namespace conflux::algo

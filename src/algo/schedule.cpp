@@ -70,3 +70,92 @@ Slice chunk_of(const Slice& s, size_t elem, size_t n, size_t c) {
 }
 
 }  // namespace conflux::algo
+
+namespace conflux::algo {
+
+namespace {
+
+int add_with(Schedule& s, Step step, const std::vector<int>& after) {
+  step.dep_begin = static_cast<uint32_t>(s.deps.size());
+  for (int d : after)
+    if (d >= 0) s.deps.push_back(static_cast<uint32_t>(d));
+  step.dep_count = static_cast<uint32_t>(s.deps.size()) - step.dep_begin;
+  s.steps.push_back(step);
+  return static_cast<int>(s.steps.size()) - 1;
+}
+
+}  // namespace
+
+bool is_one_sided(StepKind k) {
+  switch (k) {
+    case StepKind::kRead:
+    case StepKind::kWrite:
+    case StepKind::kReduceFrom:
+    case StepKind::kSignal:
+    case StepKind::kWait: return true;
+    default: return false;
+  }
+}
+
+int Schedule::copy(Slice src, Slice dst, const std::vector<int>& after) {
+  Step s;
+  s.kind = StepKind::kCopy;
+  s.src = src;
+  s.dst = dst;
+  return add_with(*this, s, after);
+}
+
+int Schedule::read(int peer, Slice theirs, Slice ours, const std::vector<int>& after) {
+  Step s;
+  s.kind = StepKind::kRead;
+  s.peer = peer;
+  s.src = theirs;
+  s.dst = ours;
+  return add_with(*this, s, after);
+}
+
+int Schedule::write(int peer, Slice ours, Slice theirs, const std::vector<int>& after) {
+  Step s;
+  s.kind = StepKind::kWrite;
+  s.peer = peer;
+  s.src = ours;
+  s.dst = theirs;
+  return add_with(*this, s, after);
+}
+
+int Schedule::reduce_from(const std::vector<Source>& from, Slice ours, const std::vector<int>& after) {
+  Step s;
+  s.kind = StepKind::kReduceFrom;
+  s.dst = ours;
+  s.src_begin = static_cast<uint32_t>(sources.size());
+  s.src_count = static_cast<uint32_t>(from.size());
+  sources.insert(sources.end(), from.begin(), from.end());
+  return add_with(*this, s, after);
+}
+
+int Schedule::signal(const std::vector<int>& after) {
+  Step s;
+  s.kind = StepKind::kSignal;
+  return add_with(*this, s, after);
+}
+
+int Schedule::wait(int peer, uint32_t count, const std::vector<int>& after) {
+  Step s;
+  s.kind = StepKind::kWait;
+  s.peer = peer;
+  s.count = count;
+  return add_with(*this, s, after);
+}
+
+bool Schedule::one_sided() const {
+  return std::any_of(steps.begin(), steps.end(), [](const Step& s) { return is_one_sided(s.kind); });
+}
+
+bool Schedule::uses_staging() const {
+  auto staged = [](const Slice& sl) { return sl.buf == kStaging && sl.bytes > 0; };
+  for (const Step& s : steps)
+    if (staged(s.src) || staged(s.dst) || staged(s.with)) return true;
+  return std::any_of(sources.begin(), sources.end(), [&](const Source& src) { return staged(src.slice); });
+}
+
+}  // namespace conflux::algo

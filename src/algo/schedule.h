@@ -1,7 +1,14 @@
 // Algorithms are data: a Schedule is, for one rank, the list of steps it
-// runs (send, recv, recv-reduce, copy) over slices of its buffers, with the
-// dependencies between them. The executor, and the verifier/simulator of
-// later layers, all read the same Schedule.
+// runs over slices of its buffers, with the dependencies between them. Two
+// kinds of step move data between ranks:
+//  - two-sided messages (send, recv, recv-reduce): both ranks take part and
+//    messages match in order per (peer, channel);
+//  - one-sided access to a peer of the same host (read, write, reduce-from),
+//    ordered by flags (signal, wait): a rank reads or writes a peer's
+//    buffers directly, so a byte is copied once. How the peer's memory is
+//    reached (a mapping, or process_vm_readv/writev) is the shm transport's
+//    business, not the schedule's.
+// The executor, the verifier and the simulator all read the same Schedule.
 #pragma once
 
 #include <cstddef>
@@ -12,7 +19,14 @@
 namespace conflux::algo {
 
 // Buffers a schedule refers to by index; the executor binds pointers.
-enum BufIndex : uint16_t { kSendBuf = 0, kRecvBuf = 1, kScratch = 2, kFirstExtraBuf = 3 };
+// kStaging is this rank's staging area in shared memory, which same-host
+// peers read with plain loads (the eager one-sided algorithms copy small
+// inputs there). Consecutive calls that use it alternate between its two
+// halves, so a call may fill its half while a slower peer still reads the
+// previous call's: every such call waits for a signal from every peer, and
+// a peer signals only once it has left the call before, which makes the
+// half of the call before that free again.
+enum BufIndex : uint16_t { kSendBuf = 0, kRecvBuf = 1, kScratch = 2, kStaging = 3, kFirstExtraBuf = 4 };
 
 struct Slice {
   uint16_t buf = kSendBuf;
@@ -25,6 +39,23 @@ enum class StepKind : uint8_t {
   kRecv,        // receive from peer into dst
   kRecvReduce,  // dst = reduce(with, incoming from peer)
   kCopy,        // dst = src (local)
+  // One-sided, with a peer on this host. Slices that name the peer's memory
+  // use the peer's buffer indices (its send, receive or staging buffer in
+  // the same call).
+  kRead,        // dst (ours) = src (peer's)
+  kWrite,       // dst (peer's) = src (ours)
+  kReduceFrom,  // dst (ours) = reduction of the sources, in their order (each ours or a peer's)
+  kSignal,      // makes this rank's next flag value visible to every peer: "done so far"
+  kWait,        // until `peer` has signalled `count` times in this call
+};
+
+// Whether the step reaches into a peer's memory or flags.
+bool is_one_sided(StepKind k);
+
+// A source of kReduceFrom: a slice of a peer's buffer, or of ours (peer -1).
+struct Source {
+  int peer = -1;
+  Slice slice;
 };
 
 struct Step {
@@ -33,9 +64,12 @@ struct Step {
   // algo/channels.h); messages match k-th to k-th per (peer, channel).
   uint8_t channel = 0;
   int peer = -1;
-  Slice src;   // kSend, kCopy
-  Slice dst;   // kRecv, kRecvReduce, kCopy
+  Slice src;   // kSend, kCopy, kRead (the peer's), kWrite
+  Slice dst;   // kRecv, kRecvReduce, kCopy, kRead, kWrite (the peer's), kReduceFrom
   Slice with;  // kRecvReduce
+  uint32_t count = 0;      // kWait: the peer's signals in this call to wait for
+  uint32_t src_begin = 0;  // kReduceFrom: Schedule::sources[src_begin, src_begin + src_count)
+  uint32_t src_count = 0;
   uint16_t sig = 0;  // index into the executor's signature table (p2p groups differ per op)
   uint32_t dep_begin = 0;  // deps live in Schedule::deps[dep_begin, dep_begin + dep_count)
   uint32_t dep_count = 0;
@@ -44,6 +78,7 @@ struct Step {
 struct Schedule {
   std::vector<Step> steps;
   std::vector<uint32_t> deps;
+  std::vector<Source> sources;  // of kReduceFrom steps
   size_t scratch_bytes = 0;
   std::string algorithm;  // e.g. "ring", for logs and `conflux plan`
 
@@ -54,6 +89,18 @@ struct Schedule {
   int recv(int peer, Slice dst, std::initializer_list<int> after = {});
   int recv_reduce(int peer, Slice dst, Slice with, std::initializer_list<int> after = {});
   int copy(Slice src, Slice dst, std::initializer_list<int> after = {});
+  int copy(Slice src, Slice dst, const std::vector<int>& after);
+  int read(int peer, Slice theirs, Slice ours, const std::vector<int>& after = {});
+  int write(int peer, Slice ours, Slice theirs, const std::vector<int>& after = {});
+  int reduce_from(const std::vector<Source>& from, Slice ours, const std::vector<int>& after = {});
+  int signal(const std::vector<int>& after = {});
+  int wait(int peer, uint32_t count, const std::vector<int>& after = {});
+
+  // Whether any step reaches a peer's memory or flags (the executor then
+  // publishes this rank's buffers for the call), and whether any step uses
+  // a staging area (this rank's or a peer's).
+  bool one_sided() const;
+  bool uses_staging() const;
 };
 
 // Element-aligned balanced partition of `count` into `parts`: the first

@@ -10,6 +10,6 @@ out=$(timeout 120 mpirun.openmpi --allow-run-as-root --oversubscribe -np 4 \
       -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" -x CONFLUX_SOCKET_IFNAME=lo \
       "$tool" perf allreduce -b 8 -e 1M -f 8 -n 3 -w 1 -c 1 2>&1) || { echo "$out"; echo "FAIL: mpirun exited non-zero"; exit 1; }
 echo "$out"
-echo "$out" | grep -q "perf allreduce: 4 ranks" || { echo "FAIL: not 4 ranks"; exit 1; }
-echo "$out" | grep -q "Out of bounds values : 0 OK" || { echo "FAIL: wrong values"; exit 1; }
+grep -q "perf allreduce: 4 ranks" <<<"$out" || { echo "FAIL: not 4 ranks"; exit 1; }
+grep -q "Out of bounds values : 0 OK" <<<"$out" || { echo "FAIL: wrong values"; exit 1; }
 echo "ok: 4 ranks under mpirun.openmpi, 0 wrong"

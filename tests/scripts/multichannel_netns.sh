@@ -36,7 +36,7 @@ echo "$probe"
 for out in "$one" "$four"; do
   echo "$out" | grep -aq "Out of bounds values : 0 OK" || { echo "$out"; echo "FAIL: wrong results"; exit 1; }
 done
-echo "$probe" | grep -q "bytes split" || { echo "$four"; echo "FAIL: the probe did not choose to split"; exit 1; }
+grep -q "bytes split" <<<"$probe" || { echo "$four"; echo "FAIL: the probe did not choose to split"; exit 1; }
 [ -n "$t1" ] && [ -n "$t4" ] || { echo "$one$four"; echo "FAIL: no timing"; exit 1; }
 awk -v a="$t1" -v b="$t4" 'BEGIN { exit !(b < a) }' || { echo "FAIL: 4 channels not faster than 1"; exit 1; }
 echo "ok: split over 4 connections, correct and faster under a per-flow cap"

@@ -10,7 +10,7 @@ marker="compete for this rank's"
 
 out=$(timeout 120 taskset -c 0 "$tool" run -n 2 "$tool" perf allreduce -b 8 -e 64K -f 8 -n 3 -w 1 -c 1 2>&1) \
   || { echo "$out"; echo "FAIL: 2 ranks on one core exited non-zero"; exit 1; }
-echo "$out" | grep -q "Out of bounds values : 0 OK" || { echo "$out"; echo "FAIL: wrong values"; exit 1; }
+grep -q "Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; echo "FAIL: wrong values"; exit 1; }
 n=$(echo "$out" | grep -c "2 ranks $marker 1 core(s)" || true)
 [ "$n" = 2 ] || { echo "$out"; echo "FAIL: expected both ranks to see 2 ranks on 1 core, saw $n"; exit 1; }
 echo "ok: 2 ranks confined to one core yield instead of spinning"
@@ -22,8 +22,8 @@ if [ "$(nproc)" -ge 2 ] && command -v mpirun.openmpi >/dev/null; then
         -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" -x CONFLUX_SOCKET_IFNAME=lo -x CONFLUX_DEBUG -x CONFLUX_DEBUG_SUBSYS \
         "$tool" perf allreduce -b 8 -e 64K -f 8 -n 3 -w 1 -c 1 2>&1) \
     || { echo "$out"; echo "FAIL: mpirun --bind-to core exited non-zero"; exit 1; }
-  echo "$out" | grep -q "Out of bounds values : 0 OK" || { echo "$out"; echo "FAIL: wrong values"; exit 1; }
-  if echo "$out" | grep -q "$marker"; then
+  grep -q "Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; echo "FAIL: wrong values"; exit 1; }
+  if grep -q "$marker" <<<"$out"; then
     echo "$out"; echo "FAIL: ranks bound to a core each were taken for oversubscribed"; exit 1
   fi
   echo "ok: 2 ranks bound to a core each keep spinning"

@@ -9,7 +9,7 @@ for transport in auto tcp; do
     out=$(CONFLUX_TRANSPORT=$transport "$tool" run -n 4 --timeout 120 -- \
           "$tool" perf "$coll" -b 8 -e "$max" -f 8 -n 3 -w 1 -c 1 -r 1 2>&1) || {
       echo "FAIL: $coll over $transport exited non-zero"; echo "$out"; exit 1; }
-    echo "$out" | grep -q "Out of bounds values : 0 OK" || {
+    grep -q "Out of bounds values : 0 OK" <<<"$out" || {
       echo "FAIL: $coll over $transport reported wrong values"; echo "$out"; exit 1; }
     rows=$(echo "$out" | grep -cE '^\[0\] +[0-9]+ ')
     [ "$rows" -ge 3 ] || { echo "FAIL: $coll over $transport printed $rows rows"; echo "$out"; exit 1; }

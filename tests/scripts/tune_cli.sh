@@ -16,32 +16,32 @@ echo "ok: 1024 ranks, 8 B AllReduce: tree $tree us, ring $ring us"
 # silently read as "use the calibrated value"), and shown when taken.
 for bad in "--switch-cost -1" "--call-overhead -0.5" "--switch-cost nan" "--net-curve 8:9,4:10"; do
   if out=$("$tool" sim $model $bad -b 8 -e 8 -q 2>&1); then echo "$out"; echo "FAIL: sim accepted $bad"; exit 1; fi
-  echo "$out" | grep -qE "expected" || { echo "$out"; echo "FAIL: no reason given for $bad"; exit 1; }
+  grep -qE "expected" <<<"$out" || { echo "$out"; echo "FAIL: no reason given for $bad"; exit 1; }
 done
 "$tool" sim --hosts 4 --ranks-per-host 1 --machine-cores 2 --switch-cost 2.5 -b 8 -e 8 -q 2>&1 | grep -q "switch 2.50us" \
   || { echo "FAIL: --switch-cost not in the model's description"; exit 1; }
 echo "ok: sim refuses negative or malformed costs, and takes --switch-cost"
 
 out=$("$tool" plan allreduce 1M --hosts 2 --ranks-per-host 4 --intra-bw 10 --intra-lat 1 --net-bw 1 --net-lat 20)
-echo "$out" | grep -q "^choice: " || { echo "$out"; echo "FAIL: plan printed no choice"; exit 1; }
-echo "$out" | grep -q "^hier " || { echo "$out"; echo "FAIL: plan did not list hier"; exit 1; }
+grep -q "^choice: " <<<"$out" || { echo "$out"; echo "FAIL: plan printed no choice"; exit 1; }
+grep -q "^hier " <<<"$out" || { echo "$out"; echo "FAIL: plan did not list hier"; exit 1; }
 echo "ok: plan explains ($(echo "$out" | grep '^choice'))"
 
 out=$(CONFLUX_ALGO="broadcast:ring" "$tool" plan broadcast 1K --ranks 4 --hosts 1 || true)
-echo "$out" | grep -q "leaves no usable algorithm for broadcast" || { echo "$out"; echo "FAIL: forced ring for broadcast"; exit 1; }
+grep -q "leaves no usable algorithm for broadcast" <<<"$out" || { echo "$out"; echo "FAIL: forced ring for broadcast"; exit 1; }
 echo "ok: plan reports a forced algorithm that cannot serve"
 
 # A real communicator (2 ranks, TCP, one host): hier cannot serve, the call fails and says so.
 out=$(CONFLUX_TRANSPORT=tcp CONFLUX_ALGO="allreduce:hier" "$tool" run -n 2 --timeout 60 -- \
       "$tool" perf allreduce -b 1K -e 1K -n 1 -w 0 -c 0 2>&1 || true)
-echo "$out" | grep -q "single host: nothing to make hierarchical" || { echo "$out"; echo "FAIL: forced hier on one host"; exit 1; }
+grep -q "single host: nothing to make hierarchical" <<<"$out" || { echo "$out"; echo "FAIL: forced hier on one host"; exit 1; }
 echo "ok: a forced algorithm that cannot serve fails the call, saying why"
 
 out=$(CONFLUX_TRANSPORT=tcp CONFLUX_DEBUG=INFO CONFLUX_DEBUG_SUBSYS=TUNE CONFLUX_ALGO="allreduce:0-4K:tree#allreduce:4K-inf:ring" \
       "$tool" run -n 2 --timeout 60 -- "$tool" perf allreduce -b 1K -e 64K -f 64 -n 1 -w 0 -c 1 2>&1)
-echo "$out" | grep -q "TUNE allreduce 1024 bytes on 2 ranks (1 hosts): tree" || { echo "$out"; echo "FAIL: range rule"; exit 1; }
-echo "$out" | grep -q "TUNE allreduce 65536 bytes on 2 ranks (1 hosts): ring" || { echo "$out"; echo "FAIL: range rule"; exit 1; }
-echo "$out" | grep -q "Out of bounds values : 0 OK" || { echo "$out"; echo "FAIL: wrong values"; exit 1; }
+grep -q "TUNE allreduce 1024 bytes on 2 ranks (1 hosts): tree" <<<"$out" || { echo "$out"; echo "FAIL: range rule"; exit 1; }
+grep -q "TUNE allreduce 65536 bytes on 2 ranks (1 hosts): ring" <<<"$out" || { echo "$out"; echo "FAIL: range rule"; exit 1; }
+grep -q "Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; echo "FAIL: wrong values"; exit 1; }
 echo "ok: UCC-style size ranges choose per size, results correct"
 
 # `conflux tune --write` measures each algorithm and stores the fastest per
@@ -49,22 +49,22 @@ echo "ok: UCC-style size ranges choose per size, results correct"
 table=$(mktemp -d)/algos.txt
 out=$(CONFLUX_TUNE_TABLE="$table" CONFLUX_TRANSPORT=tcp "$tool" run -n 2 --timeout 120 -- \
       "$tool" tune --colls broadcast,allreduce -b 64 -e 4K -f 8 -r 1 --write 2>&1)
-echo "$out" | grep -q "written to $table" || { echo "$out"; echo "FAIL: tune --write"; exit 1; }
+grep -q "written to $table" <<<"$out" || { echo "$out"; echo "FAIL: tune --write"; exit 1; }
 entry=$(grep "^ranks=2,hosts=1,transport=tcp,shm_coll=1 " "$table") || { cat "$table"; echo "FAIL: no entry"; exit 1; }
 bcast=$(echo "$out" | awk '$2 == "broadcast" && $3 == 4096 {print $5}')
 [ -n "$bcast" ] || { echo "$out"; echo "FAIL: no broadcast 4096 row"; exit 1; }
 out=$(CONFLUX_TUNE_TABLE="$table" CONFLUX_TRANSPORT=tcp CONFLUX_DEBUG=INFO CONFLUX_DEBUG_SUBSYS=TUNE \
       "$tool" run -n 2 --timeout 60 -- "$tool" perf broadcast -b 4K -e 4K -n 1 -w 0 -c 1 2>&1)
-echo "$out" | grep -q "TUNE broadcast 4096 bytes on 2 ranks (1 hosts): $bcast — $bcast measured fastest on this host" \
+grep -q "TUNE broadcast 4096 bytes on 2 ranks (1 hosts): $bcast — $bcast measured fastest on this host" <<<"$out" \
   || { echo "$out"; echo "FAIL: measured choice ($bcast) not taken"; exit 1; }
-echo "$out" | grep -q "Out of bounds values : 0 OK" || { echo "$out"; echo "FAIL: wrong values"; exit 1; }
+grep -q "Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; echo "FAIL: wrong values"; exit 1; }
 echo "ok: conflux tune stores ${entry%% *}; the next communicator takes $bcast for broadcast 4 KiB"
 
 # Where the intra-host fast path serves every call there is nothing to tune: say so.
 set +e
 out=$("$tool" run -n 2 --timeout 60 -- "$tool" tune --colls broadcast -b 64 -e 64 2>&1); rc=$?
 set -e
-[ "$rc" -ne 0 ] && echo "$out" | grep -q "intra-host fast path serves the collectives here" \
+[ "$rc" -ne 0 ] && grep -q "intra-host fast path serves the collectives here" <<<"$out" \
   || { echo "$out"; echo "FAIL: tune under the fast path (rc $rc)"; exit 1; }
 echo "ok: tune refuses when the intra-host fast path serves every call"
 
@@ -72,7 +72,7 @@ echo "ok: tune refuses when the intra-host fast path serves every call"
 echo "ranks=2,hosts=1,transport=tcp,shm_coll=1 allreduce:0-:ring" >> "$table"
 out=$(CONFLUX_TUNE_TABLE="$table" CONFLUX_TRANSPORT=tcp "$tool" run -n 2 --timeout 60 -- \
       "$tool" perf allreduce -b 1K -e 1K -n 1 -w 0 -c 1 2>&1)
-echo "$out" | grep -q "WARN TUNE ignoring the measured table: measured table $table" \
+grep -q "WARN TUNE ignoring the measured table: measured table $table" <<<"$out" \
   || { echo "$out"; echo "FAIL: no warning for a damaged table"; exit 1; }
-echo "$out" | grep -q "Out of bounds values : 0 OK" || { echo "$out"; echo "FAIL: wrong values"; exit 1; }
+grep -q "Out of bounds values : 0 OK" <<<"$out" || { echo "$out"; echo "FAIL: wrong values"; exit 1; }
 echo "ok: a damaged measured table is reported and ignored"

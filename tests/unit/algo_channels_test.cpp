@@ -33,7 +33,7 @@ const Algo kAlgos[] = {
     {"tree", Coll::kReduce, tree_reduce, true},
     {"pairwise", Coll::kAlltoAll, pairwise_alltoall, true},
     {"bruck", Coll::kAlltoAll, bruck_alltoall, false},
-    {"direct", Coll::kGather, direct_gather, false},
+    {"linear", Coll::kGather, linear_gather, false},
     {"pairwise", Coll::kAlltoAllv, pairwise_alltoall, false},
 };
 

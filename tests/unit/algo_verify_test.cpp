@@ -32,8 +32,8 @@ const Algo kAlgos[] = {
     {"tree", Coll::kReduce, tree_reduce},
     {"pairwise", Coll::kAlltoAll, pairwise_alltoall},
     {"bruck", Coll::kAlltoAll, bruck_alltoall},
-    {"direct", Coll::kGather, direct_gather},
-    {"direct", Coll::kScatter, direct_scatter},
+    {"linear", Coll::kGather, linear_gather},
+    {"linear", Coll::kScatter, linear_scatter},
     {"dissemination", Coll::kBarrier, dissemination_barrier},
 };
 

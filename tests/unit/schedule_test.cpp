@@ -61,8 +61,8 @@ void expect_matched(Coll coll, int n, size_t count, int root) {
       case Coll::kBroadcast: s = chain_broadcast(a); break;
       case Coll::kReduce: s = chain_reduce(a); break;
       case Coll::kAlltoAll: s = pairwise_alltoall(a); break;
-      case Coll::kGather: s = direct_gather(a); break;
-      case Coll::kScatter: s = direct_scatter(a); break;
+      case Coll::kGather: s = linear_gather(a); break;
+      case Coll::kScatter: s = linear_scatter(a); break;
       default: s = dissemination_barrier(a); break;
     }
     for (size_t i = 0; i < s.steps.size(); ++i) {

@@ -50,9 +50,9 @@ Schedule pairwise_alltoall(const CollArgs& a) {
   return s;
 }
 
-Schedule direct_gather(const CollArgs& a) {
+Schedule linear_gather(const CollArgs& a) {
   Schedule s;
-  s.algorithm = "direct";
+  s.algorithm = "linear";
   const size_t block = a.count * a.elem;
   if (a.rank != a.root) {
     if (block > 0) s.send(a.root, {kSendBuf, 0, block});
@@ -68,9 +68,9 @@ Schedule direct_gather(const CollArgs& a) {
   return s;
 }
 
-Schedule direct_scatter(const CollArgs& a) {
+Schedule linear_scatter(const CollArgs& a) {
   Schedule s;
-  s.algorithm = "direct";
+  s.algorithm = "linear";
   const size_t block = a.count * a.elem;
   if (a.rank != a.root) {
     if (block > 0) s.recv(a.root, {kRecvBuf, 0, block});
