@@ -5,7 +5,7 @@
 #include "command_registry.h"
 
 #include "sim/sim.h"
-#include "sim/sim_flags.h"
+#include "cluster_flags.h"
 #include "tune/tuner.h"
 
 #include <cstdio>
@@ -46,6 +46,7 @@ int run_plan(const PlanOptions& o) {
   sim::ClusterModel m = o.cluster.model(&source);
   algo::CollArgs a;
   a.coll = *coll;
+  a.registered = o.cluster.registered;
   a.elem = std::max(1, std::atoi(o.dtype_bytes.c_str()));
   size_t total = std::max(*bytes, a.elem) / a.elem;
   bool per_rank = *coll == Coll::kAllGather || *coll == Coll::kReduceScatter || *coll == Coll::kAlltoAll ||

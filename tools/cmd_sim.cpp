@@ -4,7 +4,7 @@
 #include "command_registry.h"
 
 #include "sim/sim.h"
-#include "sim/sim_flags.h"
+#include "cluster_flags.h"
 #include "tune/algo_filter.h"
 #include "tune/tuner.h"
 
@@ -66,6 +66,7 @@ int run_sim(const SimOptionsCli& o) {
   for (size_t bytes = *lo; bytes <= *hi; bytes = std::max(bytes + 1, size_t(double(bytes) * o.factor))) {
     algo::CollArgs a;
     a.coll = *coll;
+    a.registered = o.cluster.registered;
     a.elem = elem;
     a.count = count_for(*coll, std::max(bytes, elem), elem, m.nranks);
     a.chunk_bytes = *chunk;

@@ -184,23 +184,15 @@ int run_tune(const TuneOptions& o) {
   const size_t max_count = *hi / sizeof(float);
   t.send.assign(max_count * size_t(t.nranks), 1.0f);
   t.recv.assign(max_count * size_t(t.nranks), 0.0f);
-  // One collective installs the communicator's tuner (none when the
-  // intra-host fast path serves every call: then there is nothing to choose).
+  // One collective installs the communicator's tuner.
   float one = 1, sum = 0;
   if (cfxAllReduce(&one, &sum, 1, cfxFloat32, cfxSum, t.comm) != cfxSuccess) {
     std::fprintf(stderr, "conflux tune: %s\n", cfxGetLastError(t.comm));
     return done(1);
   }
-  t.tuner = tune::find_tuner(t.comm, t.comm->id().comm_id);
-  if (t.tuner == nullptr || t.comm->has_shm_collectives()) {
-    if (t.rank == 0)
-      std::fprintf(stderr, "conflux tune: %s\n",
-                   t.comm->has_shm_collectives()
-                       ? "the intra-host fast path serves the collectives here, so no algorithm is chosen; "
-                         "only reductions on ordinary buffers leave it, for the cost model's choice: AllReduce and "
-                         "ReduceScatter from 1 MiB, Reduce from 256 KiB "
-                         "(CONFLUX_SHM_COLL=0 turns it off to tune the schedules)"
-                       : "one rank: no algorithm to choose");
+  t.tuner = t.comm->tuner();
+  if (t.tuner == nullptr) {
+    if (t.rank == 0) std::fprintf(stderr, "conflux tune: one rank: no algorithm to choose\n");
     // Nobody exits before rank 0 has said why: a launcher stops the other
     // ranks as soon as one fails.
     (void)cfxBarrier(t.comm);

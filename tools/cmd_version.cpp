@@ -1,9 +1,12 @@
 // `conflux version`: the library version and what this build supports.
 #include "command_registry.h"
 
+#include "transport/registry.h"
+
 #include <conflux/conflux.h>
 
 #include <cstdio>
+#include <string>
 
 namespace {
 const conflux::tools::RegisterCommand kVersion{
@@ -12,11 +15,10 @@ const conflux::tools::RegisterCommand kVersion{
         int v = 0;
         cfxGetVersion(&v);
         std::printf("conflux %d.%d.%d\n", v / 10000, (v / 100) % 100, v % 100);
-#ifdef CONFLUX_HAVE_OFI
-        std::printf("transports: shm tcp ofi\n");
-#else
-        std::printf("transports: shm tcp (libfabric not built)\n");
-#endif
+        std::string list;
+        for (const std::string& t : conflux::built_transports()) list += " " + t;
+        const bool ofi = list.find("ofi") != std::string::npos;
+        std::printf("transports:%s%s\n", list.c_str(), ofi ? "" : " (libfabric not built)");
         return 0;
       };
     }};

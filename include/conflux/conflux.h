@@ -104,6 +104,19 @@ cfxResult_t cfxCommSetTimeout(cfxComm_t comm, int64_t timeout_ms);
 cfxResult_t cfxMemAlloc(void** ptr, size_t size);
 cfxResult_t cfxMemFree(void* ptr);
 
+/* Registers cfxMemAlloc memory with a communicator (as ncclCommRegister).
+ * A call whose send and receive buffers both lie in registered memory is
+ * known to use mapped buffers on every rank, so the tuner may choose the
+ * single-copy algorithms that reduce straight from the peers' memory. As
+ * with NCCL, a call must use registered buffers on every rank or on none:
+ * a mix is reported as a mismatch on every rank. Registration is local
+ * (not collective). Errors: memory not from cfxMemAlloc, a range that
+ * overlaps one already registered (cfxInvalidUsage); deregistering a
+ * handle that an operation not yet complete uses (cfxInvalidUsage), or one
+ * this communicator did not give (cfxInvalidArgument). */
+cfxResult_t cfxCommRegister(const cfxComm_t comm, void* buff, size_t size, void** handle);
+cfxResult_t cfxCommDeregister(const cfxComm_t comm, void* handle);
+
 const char* cfxGetErrorString(cfxResult_t result);
 /* Human-readable detail of the last failure on this communicator (or of the
  * calling thread's last failure when comm is NULL). Never NULL. */

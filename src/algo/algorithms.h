@@ -31,6 +31,9 @@ struct CollArgs {
   // Bytes of each half of every rank's staging area (BufIndex kStaging),
   // which the eager one-sided algorithms fill; 0: none.
   size_t staging_bytes = 0;
+  // Every rank's buffers are registered cfxMemAlloc memory: one-sided steps
+  // reach them with loads and stores (the cost model's concern only).
+  bool registered = false;
 
   int ring_rank(int pos) const;  // rank at ring position pos (mod n)
   int ring_pos(int r) const;

@@ -230,6 +230,16 @@ cfxResult_t cfxMemFree(void* ptr) {
   return st.ok() ? cfxSuccess : fail(nullptr, st);
 }
 
+cfxResult_t cfxCommRegister(const cfxComm_t comm, void* buff, size_t size, void** handle) {
+  if (comm == nullptr) return fail(nullptr, invalid_argument("cfxCommRegister: communicator is NULL"));
+  return guarded(comm, [&] { return comm->register_buffer(buff, size, handle); });
+}
+
+cfxResult_t cfxCommDeregister(const cfxComm_t comm, void* handle) {
+  if (comm == nullptr) return fail(nullptr, invalid_argument("cfxCommDeregister: communicator is NULL"));
+  return guarded(comm, [&] { return comm->deregister_buffer(handle); });
+}
+
 const char* cfxGetErrorString(cfxResult_t result) {
   switch (result) {
     case cfxSuccess: return "no error";

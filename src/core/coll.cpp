@@ -45,6 +45,7 @@ std::string describe(const OpSig& sig) {
       s += std::string(", ") + redop_name(static_cast<cfxRedOp_t>(sig.op));
     if (c == Coll::kBroadcast || c == Coll::kReduce || c == Coll::kGather || c == Coll::kScatter)
       s += ", root=" + std::to_string(sig.root);
+    if (sig.registered) s += ", registered buffers";
   }
   return s + ")";
 }

@@ -5,6 +5,7 @@
 
 #include <conflux/conflux.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -27,6 +28,10 @@ enum class Coll : uint8_t {
 };
 
 const char* coll_name(Coll c);
+
+// dst[i] = a[i] (op) b[i] for i < count elements (exec/reduce.h has the
+// kernels). dst may alias a or b (same pointer, not partially overlapping).
+using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t count);
 const char* datatype_name(cfxDataType_t t);
 const char* redop_name(cfxRedOp_t op);
 size_t datatype_size(cfxDataType_t t);  // 0 if invalid
@@ -38,7 +43,9 @@ struct OpSig {
   uint8_t coll = 0;
   uint8_t dtype = 0;
   uint8_t op = 0;
-  uint8_t pad = 0;
+  // 1: this rank's buffers are registered (cfxCommRegister). Every rank of a
+  // call must agree, so the tuner can count on peers' buffers being mapped.
+  uint8_t registered = 0;
   int32_t root = -1;
   uint32_t reserved = 0;  // explicit: signatures are compared bytewise
   uint64_t count = 0;    // the call's count argument (0 for AlltoAllv: counts differ legitimately)

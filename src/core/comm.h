@@ -8,10 +8,10 @@
 #include "bootstrap/unique_id.h"
 #include "core/op.h"
 #include "core/status.h"
-#include "exec/shm_coll.h"
-#include "transport/shm/shm_segment.h"
-#include "transport/shm/shm_waiter.h"
+#include "exec/executor.h"
+#include "transport/registry.h"
 #include "transport/transport.h"
+#include "tune/tuner.h"
 
 #include <atomic>
 #include <chrono>
@@ -42,9 +42,14 @@ struct cfxComm {
   const std::vector<int>& ring() const { return ring_; }
   const conflux::UniqueIdData& id() const { return id_; }
   std::string link_kind(int peer) const;
-  // The intra-host fast path serves this communicator's collectives (the
-  // tuner's schedules then do not run).
-  bool has_shm_collectives() const { return shm_coll_ != nullptr; }
+  // The tuner of this communicator once its first collective made it
+  // (nullptr before, and for a single rank).
+  conflux::tune::Tuner* tuner() const { return tuner_.get(); }
+
+  // cfxCommRegister / cfxCommDeregister: buffers whose kind every rank of a
+  // call knows (registered cfxMemAlloc memory, which peers map).
+  conflux::Status register_buffer(void* buff, size_t size, void** handle);
+  conflux::Status deregister_buffer(void* handle);
 
   // Runs ops (one, or a group) in order; blocking.
   conflux::Status run(std::vector<conflux::OpDesc> ops);
@@ -70,13 +75,8 @@ struct cfxComm {
  private:
   cfxComm() = default;
   conflux::Status init(int nranks, int rank, const conflux::UniqueIdData& id);
-  conflux::Status connect_tcp_peers(const conflux::Socket& listener, const std::vector<bool>& tcp_peer,
-                                    conflux::Deadline deadline);
-  conflux::Result<conflux::Socket> connect_nearest_or_fallback(int peer, conflux::SockAddr* addr,
-                                                              conflux::Deadline deadline);
-  conflux::Status open_shm_peers(const std::vector<bool>& shm_peer, bool any_tcp_peer);
-  // Where the link for (peer, channel) is kept.
-  std::unique_ptr<conflux::Link>& channel_link_slot(int peer, int channel);
+  // Which transport serves each peer, then the links.
+  conflux::Status connect_peers(const conflux::RankInfo& mine);
   void build_ring();
   void log_init_summary() const;
 
@@ -87,7 +87,13 @@ struct cfxComm {
   std::vector<std::chrono::steady_clock::time_point> peer_gone_since_;  // by peer; {} while alive
   conflux::Status run_collective(const conflux::OpDesc& op);
   conflux::Status run_p2p_batch(const std::vector<const conflux::OpDesc*>& ops);
+  // Makes this communicator's tuner (its constants agreed by every rank).
+  conflux::Status make_tuner();
+  // The context every execute() of this communicator shares.
+  conflux::ExecContext exec_context() const;
   uint8_t* scratch(size_t bytes);
+  // Whether every buffer of op on this rank lies in a registration.
+  bool registered(const conflux::OpDesc& op) const;
   // Sets channel_min_bytes_ from CONFLUX_CHANNEL_MIN_BYTES, else from the
   // network probe's bandwidth over one connection and over all of them.
   void choose_channel_split(double one_flow_gbps, double all_flows_gbps);
@@ -98,34 +104,45 @@ struct cfxComm {
   conflux::UniqueIdData id_;
   std::vector<conflux::RankInfo> table_;
   std::vector<int> ring_;
-  std::vector<std::unique_ptr<conflux::Link>> links_;  // by peer; null for self
+  // The transports in preference order, and every link: links_.by_channel[0]
+  // by peer (null for self); channels 1.. (CONFLUX_TCP_CHANNELS > 1 with
+  // network peers), a TCP connection or a shared-memory ring pair, null for
+  // peers reached otherwise (libfabric).
+  std::vector<std::unique_ptr<conflux::Transport>> transports_;
+  conflux::LinkTable links_;
   std::vector<conflux::Link*> link_ptrs_;
-  // Links of channels 1.. (CONFLUX_TCP_CHANNELS > 1 with TCP peers):
-  // [channel - 1][peer], a TCP connection or a shared-memory ring pair;
-  // null for peers reached otherwise (libfabric).
   int tcp_channels_ = 1;
-  std::vector<std::vector<std::unique_ptr<conflux::Link>>> channel_links_;
   std::vector<std::vector<conflux::Link*>> channel_link_ptrs_;
+  conflux::ShmWaiter* waiter_ = nullptr;          // where waits on shared memory sleep; null without shm peers
+  conflux::PeerMemory* peer_memory_ = nullptr;    // one-sided access to same-host peers; null without them
+  bool reads_peer_buffers_ = false;               // this rank's one-sided access reaches peers' ordinary buffers
   // Calls fn on every connection to a peer, main links first, and stops at
   // the first error: a peer may be waiting on, or write to, any of them.
   template <class Fn>
   conflux::Status for_each_link(Fn&& fn) {
-    for (auto& link : links_)
-      if (link != nullptr) CFX_RETURN_IF_ERROR(fn(*link));
-    for (auto& row : channel_links_)
+    for (auto& row : links_.by_channel)
       for (auto& link : row)
         if (link != nullptr) CFX_RETURN_IF_ERROR(fn(*link));
     return conflux::Status::Ok();
   }
   // Collective calls of at least this many bytes split over the channels.
   size_t channel_min_bytes_ = SIZE_MAX;
-  conflux::ShmSegment my_segment_;
-  std::vector<conflux::ShmSegment> peer_segments_;  // by peer; empty if not shm
-  std::unique_ptr<conflux::ShmWaiter> shm_waiter_;
   std::vector<uint8_t> scratch_;
-  std::unique_ptr<conflux::ShmCollectives> shm_coll_;  // intra-host fast path, when it applies
+  std::unique_ptr<conflux::tune::Tuner> tuner_;
+  bool agreeing_ = false;  // running the tuner's own agreement call (no tuner for it)
+
+  struct Registration {
+    uintptr_t base = 0;
+    size_t size = 0;
+    int users = 0;  // operations queued or running on it
+  };
+  mutable std::mutex registrations_mutex_;
+  std::vector<std::unique_ptr<Registration>> registrations_;
+  // Counts op's registrations as used (delta +1) or no longer (-1).
+  void use_registrations(const std::vector<conflux::OpDesc>& ops, int delta);
 
   uint32_t coll_seq_ = 0;
+  uint64_t epoch_ = 0;  // collective schedules run so far (one-sided flags are tagged with it)
   std::vector<uint32_t> p2p_send_seq_, p2p_recv_seq_;
 
   std::atomic<bool> abort_{false};

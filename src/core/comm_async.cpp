@@ -8,6 +8,7 @@ using namespace conflux;
 cfxRequest* cfxComm::submit(std::vector<OpDesc> ops) {
   auto* req = new cfxRequest();
   req->ops = std::move(ops);
+  use_registrations(req->ops, +1);  // until it has run: deregistering meanwhile is an error
   {
     std::lock_guard lock(queue_mutex_);
     queue_.push_back(req);
@@ -34,6 +35,7 @@ void cfxComm::worker_loop() {
       std::lock_guard exec(exec_mutex_);
       st = run_locked(req->ops);
       if (!st.ok()) set_last_error(st.message());
+      use_registrations(req->ops, -1);
     }
     {
       std::lock_guard lock(queue_mutex_);

@@ -1,7 +1,6 @@
-// Communicator set-up: rendezvous, then one link per peer (shared memory on
-// the same host, TCP otherwise), then a barrier over the new links.
-#include "algo/algorithms.h"
-#include "bootstrap/auth.h"
+// Communicator set-up: rendezvous, then the transports (each publishes its
+// part of this rank's address before the exchange, then connects to the
+// peers it serves), then a barrier over the new links.
 #include "bootstrap/bootstrap.h"
 #include "bootstrap/interfaces.h"
 #include "core/comm.h"
@@ -10,57 +9,31 @@
 #include "exec/executor.h"
 #include "topo/load_system.h"
 #include "topo/plan.h"
-#include "transport/shm/shm_link.h"
-#include "transport/tcp/tcp_link.h"
-#ifdef CONFLUX_HAVE_OFI
-#include "transport/ofi/ofi_setup.h"  // ofi hook
-#endif
 
-#include <thread>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <thread>
 
 using namespace conflux;
 
 namespace {
 
-constexpr int64_t kPeerHandshakeMs = 5000;
-
-struct PeerHello {
-  uint64_t comm_id;
-  int32_t rank;
-  int32_t channel;  // which of CONFLUX_TCP_CHANNELS connections this is
-};
-
-int open_pidfd(int pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-#else
-  return -1;
-#endif
-}
-
-}  // namespace
-
-// This rank's NUMA node and nearest NIC from the topology model (hwloc
-// discovery fused with CONFLUX_TOPO_FILE, cached per process). A topology
-// file the user named but that cannot be used is an error; a discovery that
-// fails on its own only costs the placement hints.
-// Returns the nearest NIC's kernel interface name ("" when unknown).
 // A host's name for logs and grouping: the hostname, made unique by a few
 // digits of the host hash (containers may share a hostname).
-static std::string host_label(const RankInfo& r) {
+std::string host_label(const RankInfo& r) {
   char tag[8];
   std::snprintf(tag, sizeof tag, "%04x", static_cast<unsigned>(r.host_hash & 0xffff));
   return std::string(r.hostname) + "~" + tag;
 }
 
-static Result<std::string> locate_in_topology(int rank, RankInfo* mine) {
+// This rank's NUMA node and nearest NIC from the topology model (hwloc
+// discovery fused with CONFLUX_TOPO_FILE, cached per process). A topology
+// file the user named but that cannot be used is an error; a discovery that
+// fails on its own only costs the placement hints. Returns the nearest
+// NIC's kernel interface name ("" when unknown).
+Result<std::string> locate_in_topology(int rank, RankInfo* mine) {
   Result<topo::System> sys = topo::load_system();
   if (!sys.ok()) {
     if (!config().topo_file.empty()) return Status(sys.status()).prepend("topology: ");
@@ -74,32 +47,7 @@ static Result<std::string> locate_in_topology(int rank, RankInfo* mine) {
   return place.nic.ifname.empty() ? place.nic.name : place.nic.ifname;
 }
 
-// The data listener: on the nearest NIC's address when it differs from the
-// route to the rendezvous, then bound to the wildcard address so that the
-// fallback address reaches it too.
-static Result<Socket> listen_for_peers(const DataInterfaces& data, RankInfo* mine) {
-  SockAddr bind_to = data.preferred.addr;
-  if (data.has_fallback) {
-    SockAddr any;
-    any.storage.ss_family = static_cast<sa_family_t>(bind_to.family());
-    any.len = bind_to.len;
-    bind_to = any;
-  }
-  CFX_ASSIGN_OR_RETURN(Socket listener, Socket::listen_on(bind_to));
-  CFX_ASSIGN_OR_RETURN(SockAddr bound, listener.local_addr());
-  SockAddr advertised = data.preferred.addr;
-  advertised.set_port(bound.port());
-  std::memcpy(&mine->listen_addr, &advertised.storage, sizeof advertised.storage);
-  mine->listen_len = advertised.len;
-  std::snprintf(mine->nic, sizeof mine->nic, "%s", data.preferred.name.c_str());
-  if (data.has_fallback) {
-    SockAddr fallback = data.fallback.addr;
-    fallback.set_port(bound.port());
-    std::memcpy(&mine->fallback_addr, &fallback.storage, sizeof fallback.storage);
-    mine->fallback_len = fallback.len;
-  }
-  return listener;
-}
+}  // namespace
 
 Result<std::unique_ptr<cfxComm>> cfxComm::create(int nranks, int rank, const UniqueIdData& id) {
   std::unique_ptr<cfxComm> comm(new cfxComm());
@@ -130,38 +78,16 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
   mine.cpu_set_hash = cpu_set_hash(cpus);
   mine.cpu_set_size = static_cast<int32_t>(cpus.size());
   std::snprintf(mine.hostname, sizeof mine.hostname, "%s", hostname.c_str());
-  CFX_ASSIGN_OR_RETURN(std::string nearest, locate_in_topology(rank, &mine));
-  const DataInterfaces data = choose_data_interfaces(cfg.socket_ifname, route, nearest, list_interfaces());
-  CFX_ASSIGN_OR_RETURN(Socket listener, listen_for_peers(data, &mine));
-  CFX_INFO(kNet, "rank %d: TCP data on %s %s (%s)", rank, data.preferred.name.c_str(),
-           SockAddr(data.preferred.addr).str().c_str(), data.why.c_str());
+  TransportContext tctx;
+  tctx.rank = rank;
+  tctx.nranks = nranks;
+  tctx.id = id;
+  tctx.deadline = deadline;
+  CFX_ASSIGN_OR_RETURN(tctx.nearest_ifname, locate_in_topology(rank, &mine));
+  tctx.data = choose_data_interfaces(cfg.socket_ifname, route, tctx.nearest_ifname, list_interfaces());
+  CFX_ASSIGN_OR_RETURN(transports_, make_transports(cfg, tctx));
+  for (auto& t : transports_) CFX_RETURN_IF_ERROR(t->publish(&mine).prepend(std::string(t->name()) + ": "));
 
-  // Forcing a network transport (tcp, ofi) means every peer uses it, same host or not.
-  const bool shm_allowed = cfg.transport != TransportChoice::kTcp && cfg.transport != TransportChoice::kOfi && nranks > 1;
-  if (shm_allowed) {
-    // Rings for every channel this rank may use: multi-channel schedules
-    // cross same-host peers too (hier), and channels sharing one ring would
-    // run one after another.
-    ShmSegment::Layout layout{nranks, cfg.shm_slots, cfg.shm_slot_bytes, cfg.tcp_channels};
-    char name[48];
-    std::snprintf(name, sizeof name, "/cfx-%016llx-%d-%d", static_cast<unsigned long long>(id.comm_id), rank,
-                  mine.pid);
-    CFX_ASSIGN_OR_RETURN(my_segment_, ShmSegment::create(name, layout));
-    std::snprintf(mine.shm_name, sizeof mine.shm_name, "%s", name);
-    mine.shm_bytes = layout.total_bytes();
-    shm_waiter_ = std::make_unique<ShmWaiter>(my_segment_.doorbell());
-  }
-
-  // ofi hook (issue 7): the endpoint opens before the exchange, its address travels in RankInfo.
-#ifdef CONFLUX_HAVE_OFI
-  std::shared_ptr<OfiFabric> ofi;
-  if (cfg.transport == TransportChoice::kOfi) {
-    CFX_ASSIGN_OR_RETURN(ofi, ofi_open_endpoint(&mine, data.preferred.name, nearest));
-  }
-#else
-  if (cfg.transport == TransportChoice::kOfi)
-    return invalid_usage("CONFLUX_TRANSPORT=ofi: this conflux was built without libfabric (libfabric-dev not found)");
-#endif
   CFX_ASSIGN_OR_RETURN(table_, bootstrap_exchange(id, rank, nranks, mine, deadline));
   // Every rank must open (and expect) as many connections per peer.
   tcp_channels_ = cfg.tcp_channels;
@@ -185,33 +111,8 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
   if (oversubscribed)
     CFX_INFO(kInit, "%d ranks compete for this rank's %d core(s): waiting ranks yield almost at once", sharing, cores);
 
-  links_.resize(nranks);
-  peer_segments_.resize(nranks);
-  std::vector<bool> use_shm(nranks, false), use_tcp(nranks, false);
-  for (int p = 0; p < nranks; ++p) {
-    if (p == rank) continue;
-    bool same_host = table_[p].host_hash == mine.host_hash;
-    if (shm_allowed && same_host && table_[p].shm_bytes > 0) {
-      use_shm[p] = true;
-    } else if (cfg.transport == TransportChoice::kShm) {
-      return invalid_usage("CONFLUX_TRANSPORT=shm but rank " + std::to_string(p) + " is on another host (" +
-                           table_[p].hostname + ")");
-    } else {
-      use_tcp[p] = true;
-    }
-  }
-#ifdef CONFLUX_HAVE_OFI  // ofi hook: every peer, same host or not
-  if (ofi) CFX_RETURN_IF_ERROR(ofi_connect_peers(ofi, table_, rank, id.comm_id, &links_, &use_shm, &use_tcp));
-#endif
-  CFX_RETURN_IF_ERROR(open_shm_peers(use_shm, std::any_of(use_tcp.begin(), use_tcp.end(), [](bool b) { return b; })));
-  CFX_RETURN_IF_ERROR(connect_tcp_peers(listener, use_tcp, deadline));
-  if (std::none_of(use_shm.begin(), use_shm.end(), [](bool b) { return b; })) shm_waiter_.reset();
-  link_ptrs_.resize(nranks);
-  for (int p = 0; p < nranks; ++p) link_ptrs_[p] = links_[p].get();
-  channel_link_ptrs_.assign(channel_links_.size(), std::vector<Link*>(nranks, nullptr));
-  for (size_t c = 0; c < channel_links_.size(); ++c)
-    for (int p = 0; p < nranks; ++p) channel_link_ptrs_[c][p] = channel_links_[c][p].get();
-  if (!channel_links_.empty() && cfg.channel_min_bytes >= 0) {
+  CFX_RETURN_IF_ERROR(connect_peers(mine));
+  if (cfg.channel_min_bytes >= 0 && links_.by_channel.size() > 1) {
     channel_min_bytes_ = static_cast<size_t>(cfg.channel_min_bytes);
     CFX_INFO(kInit, "calls of >= %lld bytes split over %d TCP channels (CONFLUX_CHANNEL_MIN_BYTES)",
              static_cast<long long>(cfg.channel_min_bytes), tcp_channels_);
@@ -228,115 +129,56 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
   int64_t saved = timeout_ms_.exchange(cfg.init_timeout_ms);
   Status st = run(ops);
   timeout_ms_ = saved;
-  coll_seq_ = 0;
+  coll_seq_ = 0;  // the caller's first call is #1
   CFX_RETURN_IF_ERROR(st);
-  my_segment_.unlink();
-  bool single_host = std::all_of(table_.begin(), table_.end(),
-                                 [&](const RankInfo& r) { return r.host_hash == mine.host_hash; });
-  if (single_host && shm_allowed && cfg.shm_collectives) {
-    CFX_ASSIGN_OR_RETURN(shm_coll_, ShmCollectives::create(*this));
-  }
+  for (auto& t : transports_) t->connected();
   log_init_summary();
   return Status::Ok();
 }
 
-Status cfxComm::open_shm_peers(const std::vector<bool>& shm_peer, bool any_tcp_peer) {
-  // Channels matter only where TCP peers exist (a split needs channel links
-  // to a TCP peer); then same-host peers get a link per channel as well.
-  const int channels = any_tcp_peer ? tcp_channels_ : 1;
-  for (int p = 0; p < nranks_; ++p) {
-    if (!shm_peer[p]) continue;
-    CFX_ASSIGN_OR_RETURN(peer_segments_[p], ShmSegment::open(table_[p].shm_name, table_[p].shm_bytes));
-    for (int c = 0; c < channels; ++c)
-      channel_link_slot(p, c) = std::make_unique<ShmLink>(my_segment_, peer_segments_[p], rank_, p, table_[p].pid,
-                                                          open_pidfd(table_[p].pid), c);
-  }
-  return Status::Ok();
-}
-
-// Peer p listens on its nearest NIC and on its route to the rendezvous:
-// try the NIC briefly (it may not be reachable from this host: another
-// network, a firewall), then the fallback. *addr ends as the one used.
-Result<Socket> cfxComm::connect_nearest_or_fallback(int p, SockAddr* addr, Deadline deadline) {
-  constexpr int kNearestTryMs = 2000;
-  auto s = Socket::connect_to(*addr, std::min(deadline, deadline_after_ms(kNearestTryMs)));
-  if (s.ok()) {
-    CFX_INFO(kNet, "rank %d -> rank %d: via %s (its nearest NIC %s)", rank_, p, addr->str().c_str(), table_[p].nic);
-    return s;
-  }
-  SockAddr fallback;
-  std::memcpy(&fallback.storage, &table_[p].fallback_addr, sizeof fallback.storage);
-  fallback.len = table_[p].fallback_len;
-  CFX_WARN(kNet, "rank %d's nearest-NIC address %s is unreachable from rank %d (%s); using %s", p,
-           addr->str().c_str(), rank_, s.status().message().c_str(), fallback.str().c_str());
-  *addr = fallback;
-  return Socket::connect_to(fallback, deadline);
-}
-
-std::unique_ptr<Link>& cfxComm::channel_link_slot(int peer, int channel) {
-  if (channel == 0) return links_[peer];
-  if (channel_links_.size() < static_cast<size_t>(tcp_channels_ - 1))
-    channel_links_.resize(static_cast<size_t>(tcp_channels_ - 1));
-  auto& row = channel_links_[channel - 1];
-  if (row.empty()) row.resize(static_cast<size_t>(nranks_));
-  return row[peer];
-}
-
-Status cfxComm::connect_tcp_peers(const Socket& listener, const std::vector<bool>& tcp_peer, Deadline deadline) {
+Status cfxComm::connect_peers(const RankInfo& mine) {
   const Config& cfg = config();
-  // Lower ranks accept, higher ranks connect: connections only go downward,
-  // so the chain of waits always ends at rank 0 and cannot cycle.
-  int expected_accepts = 0;
+  // Each peer takes the first transport, in preference order, that reaches it.
+  std::vector<ConnectPlan> plans(transports_.size());
+  bool any_network = false;
+  for (ConnectPlan& plan : plans) {
+    plan.table = table_;
+    plan.mine.assign(static_cast<size_t>(nranks_), false);
+    plan.channels = tcp_channels_;
+  }
   for (int p = 0; p < nranks_; ++p) {
-    if (!tcp_peer[p]) continue;
-    if (p > rank_) {
-      expected_accepts += tcp_channels_;
-      continue;
+    if (p == rank_) continue;
+    size_t k = 0;
+    while (k < transports_.size() && !transports_[k]->reaches(mine, table_[p])) ++k;
+    if (k == transports_.size()) {
+      if (cfg.transport == TransportChoice::kShm)
+        return invalid_usage("CONFLUX_TRANSPORT=shm but rank " + std::to_string(p) + " is on another host (" +
+                             table_[p].hostname + ")");
+      return invalid_usage("no transport of this rank (CONFLUX_TRANSPORT=" + std::string(transport_name(cfg.transport)) +
+                           ") reaches rank " + std::to_string(p) + " on " + table_[p].hostname +
+                           " (is CONFLUX_TRANSPORT the same on every rank?)");
     }
-    SockAddr addr;
-    std::memcpy(&addr.storage, &table_[p].listen_addr, sizeof addr.storage);
-    addr.len = table_[p].listen_len;
-    auto where = [&] { return "connecting to rank " + std::to_string(p) + " at " + addr.str() + ": "; };
-    for (int channel = 0; channel < tcp_channels_; ++channel) {
-      // The first connection settles which of p's addresses works.
-      Result<Socket> s = table_[p].fallback_len == 0 || channel > 0 ? Socket::connect_to(addr, deadline)
-                                                                    : connect_nearest_or_fallback(p, &addr, deadline);
-      if (!s.ok()) return Status(s.status()).prepend(where());
-      CFX_RETURN_IF_ERROR(authenticate_as_client(*s, id_.secret, ConnKind::kPeer, deadline).prepend(where()));
-      PeerHello hello{id_.comm_id, rank_, channel};
-      CFX_RETURN_IF_ERROR(s->send_all(&hello, sizeof hello, deadline).prepend(where()));
-      s->tune_for_bulk(cfg.tcp_buffer_bytes);
-      channel_link_slot(p, channel) = std::make_unique<TcpLink>(std::move(s).value(), p, 256 * 1024);
+    plans[k].mine[p] = true;
+    any_network = any_network || std::string(transports_[k]->name()) != "shm";
+  }
+  for (size_t k = 0; k < transports_.size(); ++k) {
+    plans[k].any_network_peer = any_network;
+    if (std::none_of(plans[k].mine.begin(), plans[k].mine.end(), [](bool b) { return b; })) continue;
+    CFX_RETURN_IF_ERROR(transports_[k]->connect(plans[k], &links_).prepend(std::string(transports_[k]->name()) + ": "));
+    if (waiter_ == nullptr) waiter_ = transports_[k]->waiter();
+    if (peer_memory_ == nullptr && transports_[k]->peer_memory() != nullptr) {
+      peer_memory_ = transports_[k]->peer_memory();
+      reads_peer_buffers_ = transports_[k]->reads_peer_buffers();
     }
   }
-  while (expected_accepts > 0) {
-    SockAddr from;
-    auto s = listener.accept_one(deadline, &from);
-    if (!s.ok()) {
-      std::string missing;
-      for (int p = rank_ + 1; p < nranks_; ++p)
-        for (int channel = 0; channel < tcp_channels_; ++channel)
-          if (tcp_peer[p] && !channel_link_slot(p, channel)) {
-            missing += (missing.empty() ? "" : ",") + std::to_string(p);
-            break;
-          }
-      return timeout_error("waiting for TCP connections from ranks " + missing);
-    }
-    Deadline hs = std::min(deadline, deadline_after_ms(kPeerHandshakeMs));
-    Status st = authenticate_as_server(*s, id_.secret, ConnKind::kPeer, hs);
-    PeerHello hello{};
-    if (st.ok()) st = s->recv_all(&hello, sizeof hello, hs);
-    if (st.ok() && hello.comm_id != id_.comm_id) st = remote_error("connection is for another communicator");
-    if (st.ok() && (hello.rank <= rank_ || hello.rank >= nranks_ || !tcp_peer[hello.rank] || hello.channel < 0 ||
-                    hello.channel >= tcp_channels_ || channel_link_slot(hello.rank, hello.channel)))
-      st = remote_error("unexpected rank " + std::to_string(hello.rank) + " channel " + std::to_string(hello.channel));
-    if (!st.ok()) {
-      CFX_WARN(kNet, "dropped connection from %s: %s", from.str().c_str(), st.message().c_str());
-      continue;
-    }
-    s->tune_for_bulk(cfg.tcp_buffer_bytes);
-    channel_link_slot(hello.rank, hello.channel) = std::make_unique<TcpLink>(std::move(s).value(), hello.rank, 256 * 1024);
-    --expected_accepts;
+  links_.at(0, nranks_ - 1);  // a row for every peer
+  link_ptrs_.assign(static_cast<size_t>(nranks_), nullptr);
+  for (int p = 0; p < nranks_; ++p) link_ptrs_[p] = links_.at(0, p).get();
+  channel_link_ptrs_.clear();
+  for (size_t c = 1; c < links_.by_channel.size(); ++c) {
+    std::vector<Link*> row(static_cast<size_t>(nranks_), nullptr);
+    for (int p = 0; p < nranks_; ++p) row[p] = links_.at(static_cast<int>(c), p).get();
+    channel_link_ptrs_.push_back(std::move(row));
   }
   return Status::Ok();
 }
@@ -354,7 +196,7 @@ void cfxComm::build_ring() {
 
 std::string cfxComm::link_kind(int peer) const {
   if (peer == rank_) return "self";
-  return links_[peer] ? links_[peer]->kind() : "none";
+  return link_ptrs_[peer] ? link_ptrs_[peer]->kind() : "none";
 }
 
 void cfxComm::log_init_summary() const {
@@ -373,7 +215,10 @@ void cfxComm::log_init_summary() const {
   for (int p = 0; p < nranks_; ++p)
     if (p != rank_) links += (links.empty() ? "" : ", ") + std::to_string(p) + ":" + link_kind(p);
   CFX_INFO(kInit, "transport per peer: %s", links.empty() ? "(none)" : links.c_str());
-  if (!channel_links_.empty()) CFX_INFO(kInit, "%d TCP connections per TCP peer (CONFLUX_TCP_CHANNELS)", tcp_channels_);
+  if (peer_memory_ != nullptr)
+    CFX_INFO(kInit, "one-sided access to same-host peers: staging %zu bytes, %s", peer_memory_->staging_bytes(),
+             reads_peer_buffers_ ? "process_vm_readv works" : "process_vm_readv refused (mapped buffers only)");
+  if (!channel_link_ptrs_.empty()) CFX_INFO(kInit, "%d TCP connections per TCP peer (CONFLUX_TCP_CHANNELS)", tcp_channels_);
 }
 
 cfxComm::~cfxComm() {

@@ -7,6 +7,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/network_probe.h"
+#include "core/shared_mem.h"
 #include "exec/executor.h"
 #include "exec/reduce.h"
 #include "tune/candidates.h"
@@ -69,6 +70,24 @@ OpSig signature_of(const OpDesc& op, uint32_t seq) {
   return sig;
 }
 
+// Bytes of this rank's send (or receive) buffer in op, NCCL's layout:
+// how far peers' one-sided steps may reach into it.
+size_t buffer_bytes(const OpDesc& op, int rank, int nranks, bool send) {
+  const size_t elem = datatype_size(op.dtype), block = op.count * elem, n = static_cast<size_t>(nranks);
+  const bool root = rank == op.root;
+  switch (op.coll) {
+    case Coll::kAllReduce: return block;
+    case Coll::kBroadcast: return send ? (root ? block : 0) : block;
+    case Coll::kReduce: return send ? block : (root ? block : 0);
+    case Coll::kAllGather: return send ? block : block * n;
+    case Coll::kReduceScatter: return send ? block * n : block;
+    case Coll::kAlltoAll: return block * n;
+    case Coll::kGather: return send ? block : (root ? block * n : 0);
+    case Coll::kScatter: return send ? (root ? block * n : 0) : block;
+    default: return 0;
+  }
+}
+
 bool is_in_place(const OpDesc& op, int rank, int nranks) {
   size_t elem = datatype_size(op.dtype);
   auto* send = static_cast<const uint8_t*>(op.sendbuf);
@@ -85,7 +104,7 @@ bool is_in_place(const OpDesc& op, int rank, int nranks) {
 }  // namespace
 
 void cfxComm::choose_channel_split(double one_flow_gbps, double all_flows_gbps) {
-  if (channel_links_.empty() || config().channel_min_bytes >= 0) return;  // none, or set at init
+  if (channel_link_ptrs_.empty() || config().channel_min_bytes >= 0) return;  // none, or set at init
   // Worth it only where several flows outrun one (a per-flow cap, or a
   // core that cannot keep one flow's pace), and only for calls large
   // enough that each channel still moves whole chunks of work.
@@ -131,7 +150,10 @@ Status cfxComm::run(std::vector<OpDesc> ops) {
     }
   }
   std::lock_guard lock(exec_mutex_);
-  return run_locked(ops);
+  use_registrations(ops, +1);
+  Status st = run_locked(ops);
+  use_registrations(ops, -1);
+  return st;
 }
 
 Status cfxComm::run_locked(std::vector<OpDesc>& ops) {
@@ -189,10 +211,10 @@ Status cfxComm::check_peers_between_calls() {
   const auto now = std::chrono::steady_clock::now();
   if (now < next_peer_check_) return Status::Ok();
   next_peer_check_ = now + std::chrono::milliseconds(100);
-  peer_gone_since_.resize(links_.size());
-  for (size_t p = 0; p < links_.size(); ++p) {
-    if (links_[p] == nullptr) continue;
-    Status st = links_[p]->check_peer();
+  peer_gone_since_.resize(link_ptrs_.size());
+  for (size_t p = 0; p < link_ptrs_.size(); ++p) {
+    if (link_ptrs_[p] == nullptr) continue;
+    Status st = link_ptrs_[p]->check_peer();
     if (st.ok()) {
       peer_gone_since_[p] = {};
       continue;
@@ -228,96 +250,124 @@ void cfxComm::notify_peers(const Status& st) {
   });
 }
 
+ExecContext cfxComm::exec_context() const {
+  ExecContext ctx;
+  ctx.links = link_ptrs_;
+  ctx.channel_links = channel_link_ptrs_;
+  ctx.deadline = deadline_after_ms(timeout_ms_.load());
+  ctx.abort = &abort_;
+  ctx.shm_waiter = waiter_;
+  ctx.spin_iterations = spin_iterations_;
+  ctx.rank = rank_;
+  ctx.peer_memory = peer_memory_;
+  return ctx;
+}
+
+// The tuner of this communicator, made before its first scheduled call.
+// Ranks on different hosts calibrate separately, so they first average
+// their constants with one small AllReduce (default algorithm, no tuner)
+// and so model the same cluster and choose alike. The same call settles
+// what one-sided access every rank has: each votes 1 or 0, and an average
+// of 1 means all can.
+Status cfxComm::make_tuner() {
+  const Config& cfg = config();
+  tune::Constants mine = cfg.tune ? tune::machine_constants() : tune::Constants{};
+  // The network can only be measured against another host: rank 0 and
+  // the first rank elsewhere exchange messages over their real link
+  // (probe_link); the others contribute zero to the network fields of the
+  // sum below.
+  int partner = -1;
+  for (int r = 1; r < nranks_ && partner < 0; ++r)
+    if (table_[r].host_hash != table_[0].host_hash) partner = r;
+  LinkProbe probe;
+  const bool probed = partner > 0 && cfg.tune;
+  if (probed) {
+    ++coll_seq_;  // every rank, so sequence numbers stay aligned
+    ++epoch_;
+    if (rank_ == 0 || rank_ == partner) {
+      OpSig sig;
+      sig.seq = coll_seq_;
+      sig.coll = static_cast<uint8_t>(Coll::kBarrier);
+      ExecContext ctx = exec_context();
+      ctx.sigs = {sig};
+      ctx.epoch = epoch_;
+      Status st = probe_link(ctx, rank_ == 0 ? partner : 0, tcp_channels_, &probe);
+      if (!st.ok()) return st.prepend("measuring the network for the tuner: ");
+    }
+  }
+  // The constants (averaged), rank 0's probe (summed: the others
+  // contribute zero): its bandwidth over all channels, the call cost and
+  // the curve; then the votes on one-sided access and the staging size
+  // (with its square, so the average says whether every rank has the same).
+  constexpr size_t kConsts = tune::ConstantsArray().size();
+  constexpr size_t kChannels = kConsts, kCall = kConsts + 1, kCurve = kConsts + 2;
+  constexpr size_t kOneSided = kCurve + kProbeCurveBytes.size(), kReads = kOneSided + 1, kStaging = kReads + 1,
+                   kStagingSq = kStaging + 1, kCount = kStagingSq + 1;
+  std::array<double, kCount> local{}, sum{};
+  const tune::ConstantsArray own = tune::to_array(mine);
+  std::copy(own.begin(), own.end(), local.begin());
+  auto from_probe = [&](size_t i) {
+    return probed && (i == tune::kNetLatIndex || i == tune::kNetGbpsIndex || (i >= kConsts && i < kOneSided));
+  };
+  if (probed) {
+    local[tune::kNetLatIndex] = rank_ == 0 ? probe.lat_us : 0;
+    local[tune::kNetGbpsIndex] = rank_ == 0 ? probe.gbps : 0;
+    local[kChannels] = rank_ == 0 ? probe.channels_gbps : 0;
+    local[kCall] = rank_ == 0 ? probe.call_us : 0;
+    for (size_t k = 0; k < kProbeCurveBytes.size(); ++k) local[kCurve + k] = rank_ == 0 ? probe.curve_us[k] : 0;
+  }
+  // One-sided algorithms serve only communicators whose ranks all share
+  // one host's memory (hierarchical ones use them for their host-local
+  // phases, where every host's ranks do).
+  int same_host = 0;
+  for (const RankInfo& r : table_) same_host += r.host_hash == table_[rank_].host_hash;
+  const bool one_sided = cfg.shm_collectives && peer_memory_ != nullptr && same_host > 1 &&
+                         peer_memory_->staging_bytes() > 0;
+  local[kOneSided] = one_sided ? 1 : 0;
+  local[kReads] = one_sided && reads_peer_buffers_ ? 1 : 0;
+  const double staging = one_sided ? static_cast<double>(peer_memory_->staging_bytes()) : 0;
+  local[kStaging] = staging;
+  local[kStagingSq] = staging * staging;
+  OpDesc agree;
+  agree.coll = Coll::kAllReduce;
+  agree.sendbuf = local.data();
+  agree.recvbuf = sum.data();
+  agree.count = local.size();
+  agree.dtype = cfxFloat64;
+  agree.op = cfxSum;
+  agreeing_ = true;
+  Status st = run_collective(agree);
+  agreeing_ = false;
+  if (!st.ok()) return st.prepend("agreeing on the tuner's constants: ");
+  for (size_t i = 0; i < sum.size(); ++i)
+    if (!from_probe(i)) sum[i] /= nranks_;
+  tune::ConstantsArray agreed_array{};
+  std::copy_n(sum.begin(), agreed_array.size(), agreed_array.begin());
+  tune::Constants agreed = tune::from_array(agreed_array, mine.source + ", averaged over ranks");
+  if (probed) {
+    agreed.call_us = sum[kCall];
+    LinkProbe measured;
+    std::copy_n(sum.begin() + kCurve, kProbeCurveBytes.size(), measured.curve_us.begin());
+    agreed.net.curve = measured.curve();
+  }
+  choose_channel_split(probed ? sum[tune::kNetGbpsIndex] : 0, probed ? sum[kChannels] : 0);
+  sim::ClusterModel model = tune::model_of(table_, cfg.transport == TransportChoice::kTcp, agreed);
+  model.one_sided = sum[kOneSided] == 1.0;
+  model.reads_peer_buffers = model.one_sided && sum[kReads] == 1.0;
+  const bool same_staging = sum[kStagingSq] == sum[kStaging] * sum[kStaging];
+  model.staging_bytes = model.one_sided && same_staging ? static_cast<size_t>(sum[kStaging]) : 0;
+  if (model.one_sided && !same_staging)
+    CFX_WARN(kTune, "CONFLUX_SHM_STAGING_SIZE differs between ranks: the eager algorithms are off");
+  const std::string layout =
+      tune::layout_key(nranks_, model.nhosts(), transport_name(cfg.transport), cfg.shm_collectives);
+  CFX_ASSIGN_OR_RETURN(tuner_, tune::make_tuner(std::move(model), cfg.algo, layout));
+  return Status::Ok();
+}
+
 Status cfxComm::run_collective(const OpDesc& op) {
   const Config& cfg = config();
-  // The tuner of this communicator, made before its first scheduled call.
-  // Ranks on different hosts calibrate separately, so they first average
-  // their constants with one small AllReduce (default algorithm, no tuner)
-  // and so model the same cluster and choose alike.
-  thread_local bool agreeing = false;
-  auto tuner_for_comm = [&]() -> Result<tune::Tuner*> {
-    if (nranks_ < 2 || agreeing) return static_cast<tune::Tuner*>(nullptr);
-    if (tune::Tuner* t = tune::find_tuner(this, id_.comm_id)) return t;
-    tune::Constants mine = tune::tuning_enabled() ? tune::machine_constants() : tune::Constants{};
-    // The network can only be measured against another host: rank 0 and
-    // the first rank elsewhere exchange messages over their real link (probe_link); the others
-    // contribute zero to the network fields of the sum below.
-    int partner = -1;
-    for (int r = 1; r < nranks_ && partner < 0; ++r)
-      if (table_[r].host_hash != table_[0].host_hash) partner = r;
-    LinkProbe probe;
-    const bool probed = partner > 0 && tune::tuning_enabled();
-    if (probed) {
-      ++coll_seq_;  // every rank, so sequence numbers stay aligned
-      if (rank_ == 0 || rank_ == partner) {
-        OpSig sig;
-        sig.seq = coll_seq_;
-        sig.coll = static_cast<uint8_t>(Coll::kBarrier);
-        ExecContext ctx;
-        ctx.links = link_ptrs_;
-        ctx.channel_links = channel_link_ptrs_;
-        ctx.sigs = {sig};
-        ctx.deadline = deadline_after_ms(timeout_ms_.load());
-        ctx.abort = &abort_;
-        ctx.shm_waiter = shm_waiter_.get();
-        ctx.spin_iterations = spin_iterations_;  // for the warm-up; see probe_link
-        ctx.rank = rank_;
-        Status st = probe_link(ctx, rank_ == 0 ? partner : 0, tcp_channels_, &probe);
-        if (!st.ok()) return st.prepend("measuring the network for the tuner: ");
-      }
-    }
-    // The constants (averaged), then rank 0's probe (summed: the others
-    // contribute zero): its bandwidth over all channels, the call cost and
-    // the curve.
-    constexpr size_t kConsts = tune::ConstantsArray().size();
-    constexpr size_t kChannels = kConsts, kCall = kConsts + 1, kCurve = kConsts + 2;
-    std::array<double, kCurve + kProbeCurveBytes.size()> local{}, sum{};
-    const tune::ConstantsArray own = tune::to_array(mine);
-    std::copy(own.begin(), own.end(), local.begin());
-    auto from_probe = [&](size_t i) { return probed && (i == tune::kNetLatIndex || i == tune::kNetGbpsIndex || i >= kConsts); };
-    if (probed) {
-      local[tune::kNetLatIndex] = rank_ == 0 ? probe.lat_us : 0;
-      local[tune::kNetGbpsIndex] = rank_ == 0 ? probe.gbps : 0;
-      local[kChannels] = rank_ == 0 ? probe.channels_gbps : 0;
-      local[kCall] = rank_ == 0 ? probe.call_us : 0;
-      for (size_t k = 0; k < kProbeCurveBytes.size(); ++k) local[kCurve + k] = rank_ == 0 ? probe.curve_us[k] : 0;
-    }
-    OpDesc agree;
-    agree.coll = Coll::kAllReduce;
-    agree.sendbuf = local.data();
-    agree.recvbuf = sum.data();
-    agree.count = local.size();
-    agree.dtype = cfxFloat64;
-    agree.op = cfxSum;
-    agreeing = true;
-    Status st = run_collective(agree);
-    agreeing = false;
-    if (!st.ok()) return st.prepend("agreeing on the tuner's constants: ");
-    for (size_t i = 0; i < sum.size(); ++i)
-      if (!from_probe(i)) sum[i] /= nranks_;
-    tune::ConstantsArray agreed_array{};
-    std::copy_n(sum.begin(), agreed_array.size(), agreed_array.begin());
-    tune::Constants agreed = tune::from_array(agreed_array, mine.source + ", averaged over ranks");
-    if (probed) {
-      agreed.call_us = sum[kCall];
-      LinkProbe measured;
-      std::copy_n(sum.begin() + kCurve, kProbeCurveBytes.size(), measured.curve_us.begin());
-      agreed.net.curve = measured.curve();
-    }
-    choose_channel_split(probed ? sum[tune::kNetGbpsIndex] : 0, probed ? sum[kChannels] : 0);
-    sim::ClusterModel model = tune::model_of(table_, cfg.transport == TransportChoice::kTcp, agreed);
-    const std::string layout =
-        tune::layout_key(nranks_, model.nhosts(), transport_name(cfg.transport), cfg.shm_collectives);
-    return tune::install_tuner(this, id_.comm_id, std::move(model), cfg.algo, layout);
-  };
-  if (shm_coll_ && shm_coll_->handles(op)) {
-    OpSig sig = signature_of(op, ++coll_seq_);
-    bool handed_back = false;
-    Status st = shm_coll_->run(op, sig, deadline_after_ms(timeout_ms_.load()), &abort_, &handed_back);
-    if (!st.ok()) return st.prepend(describe(sig) + " [shm]: ");
-    if (!handed_back) return Status::Ok();
-    CFX_TRACE(kColl, "%s: handed back to the point-to-point path (ordinary buffers)", describe(sig).c_str());
-  }
+  if (tuner_ == nullptr && nranks_ > 1 && !agreeing_) CFX_RETURN_IF_ERROR(make_tuner());
+  tune::Tuner* tuner = agreeing_ ? nullptr : tuner_.get();
   algo::CollArgs a;
   a.coll = op.coll;
   a.nranks = nranks_;
@@ -328,37 +378,37 @@ Status cfxComm::run_collective(const OpDesc& op) {
   a.in_place = is_in_place(op, rank_, nranks_);
   a.chunk_bytes = cfg.chunk_bytes;
   a.ring = ring_;
+  a.registered = registered(op);
+  if (tuner != nullptr) a.staging_bytes = tuner->model().staging_bytes;
   if (op.coll == Coll::kAlltoAllv) {
     a.sendcounts = op.sendcounts.data();
     a.sdispls = op.sdispls.data();
     a.recvcounts = op.recvcounts.data();
     a.rdispls = op.rdispls.data();
   }
-  CFX_ASSIGN_OR_RETURN(tune::Tuner* tuner, tuner_for_comm());
   // Bytes the call moves per rank, as the channel threshold counts them.
   size_t call_bytes = a.count * a.elem;
   if (op.coll == Coll::kAllGather || op.coll == Coll::kReduceScatter || op.coll == Coll::kAlltoAll)
     call_bytes *= static_cast<size_t>(nranks_);
-  const int channels = !channel_links_.empty() && call_bytes >= channel_min_bytes_ ? tcp_channels_ : 1;
+  const int channels = !channel_link_ptrs_.empty() && call_bytes >= channel_min_bytes_ ? tcp_channels_ : 1;
   auto built = build_schedule(a, tuner, channels);
   if (!built.ok()) return Status(built.status()).prepend(std::string(coll_name(op.coll)) + ": ");
   algo::Schedule sched = std::move(built).value();
 
   OpSig sig = signature_of(op, ++coll_seq_);
+  sig.registered = a.registered ? 1 : 0;
 
-  ExecContext ctx;
-  ctx.links = link_ptrs_;
-  ctx.channel_links = channel_link_ptrs_;
+  ExecContext ctx = exec_context();
   ctx.buffers = {const_cast<uint8_t*>(static_cast<const uint8_t*>(op.sendbuf)), static_cast<uint8_t*>(op.recvbuf),
-                 scratch(sched.scratch_bytes)};
+                 scratch(sched.scratch_bytes), nullptr};
   ctx.sigs = {sig};
   ctx.reduce = reduce_fn(op.dtype, op.op);
+  ctx.dtype = op.dtype;
+  ctx.op = op.op;
   ctx.elem_size = a.elem;
-  ctx.deadline = deadline_after_ms(timeout_ms_.load());
-  ctx.abort = &abort_;
-  ctx.shm_waiter = shm_waiter_.get();
-  ctx.spin_iterations = spin_iterations_;
-  ctx.rank = rank_;
+  ctx.epoch = ++epoch_;
+  ctx.send_bytes = buffer_bytes(op, rank_, nranks_, true);
+  ctx.recv_bytes = buffer_bytes(op, rank_, nranks_, false);
   CFX_TRACE(kColl, "%s: %s, %zu steps", describe(sig).c_str(), sched.algorithm.c_str(), sched.steps.size());
   Status st = execute(sched, ctx);
   if (!st.ok()) return st.prepend(describe(sig) + " [" + sched.algorithm + "]: ");
@@ -372,9 +422,8 @@ Status cfxComm::run_collective(const OpDesc& op) {
 Status cfxComm::run_p2p_batch(const std::vector<const OpDesc*>& ops) {
   algo::Schedule sched;
   sched.algorithm = "p2p";
-  ExecContext ctx;
-  ctx.links = link_ptrs_;
-  ctx.buffers = {nullptr, nullptr, nullptr};
+  ExecContext ctx = exec_context();
+  ctx.buffers = {nullptr, nullptr, nullptr, nullptr};
   std::vector<const OpDesc*> self_sends, self_recvs;
   for (const OpDesc* op : ops) {
     size_t bytes = op->count * datatype_size(op->dtype);
@@ -422,14 +471,68 @@ Status cfxComm::run_p2p_batch(const std::vector<const OpDesc*>& ops) {
     sched.copy({src, 0, sb}, {static_cast<uint16_t>(src + 1), 0, sb});
   }
   if (ctx.sigs.empty()) ctx.sigs.push_back(OpSig{});
-  ctx.deadline = deadline_after_ms(timeout_ms_.load());
-  ctx.abort = &abort_;
-  ctx.shm_waiter = shm_waiter_.get();
-  ctx.spin_iterations = spin_iterations_;
-  ctx.rank = rank_;
   Status st = execute(sched, ctx);
   if (!st.ok()) return st.prepend("send/recv group of " + std::to_string(ops.size()) + " operations: ");
   return Status::Ok();
 }
 
 void cfxComm::abort() { abort_.store(true); }
+
+bool cfxComm::registered(const OpDesc& op) const {
+  if (op.is_p2p() || op.coll == Coll::kBarrier || op.coll == Coll::kAlltoAllv) return false;
+  const size_t send = buffer_bytes(op, rank_, nranks_, true), recv = buffer_bytes(op, rank_, nranks_, false);
+  std::lock_guard lock(registrations_mutex_);
+  auto inside = [&](const void* p, size_t bytes) {
+    if (bytes == 0) return true;
+    const auto at = reinterpret_cast<uintptr_t>(p);
+    for (const auto& r : registrations_)
+      if (at >= r->base && at + bytes <= r->base + r->size) return true;
+    return false;
+  };
+  if (send == 0 && recv == 0) return false;
+  return inside(op.sendbuf, send) && inside(op.recvbuf, recv);
+}
+
+void cfxComm::use_registrations(const std::vector<OpDesc>& ops, int delta) {
+  std::lock_guard lock(registrations_mutex_);
+  if (registrations_.empty()) return;
+  for (const OpDesc& op : ops)
+    for (const void* p : {op.sendbuf, static_cast<const void*>(op.recvbuf)}) {
+      const auto at = reinterpret_cast<uintptr_t>(p);
+      for (auto& r : registrations_)
+        if (p != nullptr && at >= r->base && at < r->base + r->size) r->users += delta;
+    }
+}
+
+Status cfxComm::register_buffer(void* buff, size_t size, void** handle) {
+  if (handle == nullptr) return invalid_argument("cfxCommRegister: handle is NULL");
+  if (buff == nullptr || size == 0) return invalid_argument("cfxCommRegister: empty buffer");
+  const SharedRegionRef region = shared_region_of(buff);
+  const auto at = reinterpret_cast<uintptr_t>(buff);
+  if (region.id == 0 || at + size > region.base + region.size)
+    return invalid_argument("cfxCommRegister: the buffer must lie in one cfxMemAlloc allocation (peers on this host map it)");
+  std::lock_guard lock(registrations_mutex_);
+  for (const auto& r : registrations_)
+    if (at < r->base + r->size && r->base < at + size)
+      return invalid_usage("cfxCommRegister: [" + std::to_string(at) + ", +" + std::to_string(size) +
+                           ") overlaps a buffer already registered with this communicator");
+  auto reg = std::make_unique<Registration>();
+  reg->base = at;
+  reg->size = size;
+  *handle = reg.get();
+  registrations_.push_back(std::move(reg));
+  return Status::Ok();
+}
+
+Status cfxComm::deregister_buffer(void* handle) {
+  std::lock_guard lock(registrations_mutex_);
+  for (auto it = registrations_.begin(); it != registrations_.end(); ++it) {
+    if (it->get() != handle) continue;
+    if ((*it)->users > 0)
+      return invalid_usage("cfxCommDeregister: the buffer is in use by " + std::to_string((*it)->users) +
+                           " operation(s) not yet complete");
+    registrations_.erase(it);
+    return Status::Ok();
+  }
+  return invalid_argument("cfxCommDeregister: not a handle cfxCommRegister gave for this communicator");
+}

@@ -38,6 +38,16 @@ int64_t env_int(const char* name, int64_t fallback, int64_t min_value) {
   return value;
 }
 
+bool is_off(const std::string& v) { return v == "0" || v == "off" || v == "none"; }
+
+std::string tune_cache_dir() {
+  const char* dir = std::getenv("CONFLUX_TUNE_CACHE");
+  if (dir != nullptr && *dir != '\0') return is_off(dir) ? "" : std::string(dir);
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg != '\0') return std::string(xdg) + "/conflux";
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') return std::string(home) + "/.cache/conflux";
+  return "";
+}
+
 Config parse() {
   Config c;
   c.timeout_ms = env_int("CONFLUX_TIMEOUT", 0, 0) * 1000;
@@ -66,8 +76,23 @@ Config parse() {
   c.ofi_provider = env_string("CONFLUX_OFI_PROVIDER", "");
   c.ofi_piece_bytes = static_cast<size_t>(env_int("CONFLUX_OFI_PIECE_SIZE", c.ofi_piece_bytes, 64));
   c.ofi_inline_bytes = static_cast<size_t>(env_int("CONFLUX_OFI_INLINE", c.ofi_inline_bytes, 0));
+  c.ofi_mr_always = env_string("CONFLUX_OFI_MR", "") == "always";
+  c.ofi_wait_fd = env_string("CONFLUX_OFI_WAIT", "") == "1";
   c.algo = env_string("CONFLUX_ALGO", "");
   c.shm_collectives = env_int("CONFLUX_SHM_COLL", 1, 0) != 0;
+  c.shm_staging_bytes = static_cast<size_t>(env_int("CONFLUX_SHM_STAGING_SIZE", c.shm_staging_bytes, 0));
+  c.shm_staging_bytes = (c.shm_staging_bytes + 63) / 64 * 64;
+  c.tune = !is_off(env_string("CONFLUX_TUNE", "1"));
+  c.tune_calibrate = !is_off(env_string("CONFLUX_TUNE_CALIBRATE", "1"));
+  c.tune_cache_dir = tune_cache_dir();
+  c.tune_table = env_string("CONFLUX_TUNE_TABLE", "");
+  c.tune_net = env_string("CONFLUX_TUNE_NET", "");
+  if (const std::string v = env_string("CONFLUX_TUNE_OVERHEAD", ""); !v.empty()) {
+    char* end = nullptr;
+    const double share = std::strtod(v.c_str(), &end);
+    if (*end == '\0' && share >= 0 && share <= 1) c.tune_overhead = share;
+    else CFX_WARN(kInit, "ignoring CONFLUX_TUNE_OVERHEAD=%s (a share between 0 and 1)", v.c_str());
+  }
   c.topo_file = env_string("CONFLUX_TOPO_FILE", "");
   c.reduce_isa = env_string("CONFLUX_REDUCE_ISA", "");
   if (env_string("CONFLUX_NET", "") == "ofi") c.transport = TransportChoice::kOfi;

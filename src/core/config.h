@@ -39,8 +39,20 @@ struct Config {
   std::string ofi_provider;       // CONFLUX_OFI_PROVIDER (e.g. "tcp;ofi_rxm", "shm", "efa")
   size_t ofi_piece_bytes = 1u << 20;  // CONFLUX_OFI_PIECE_SIZE: payload per provider message
   size_t ofi_inline_bytes = 32u << 10;  // CONFLUX_OFI_INLINE: payload sent inside the header message
+  bool ofi_mr_always = false;     // CONFLUX_OFI_MR=always: register memory even where the provider needs none (tests)
+  bool ofi_wait_fd = false;       // CONFLUX_OFI_WAIT=1: sleep on the completion queue's descriptor
   std::string algo;               // CONFLUX_ALGO (NCCL grammar), parsed by the tuner
-  bool shm_collectives = true;    // CONFLUX_SHM_COLL=0 turns the intra-host fast path off
+  // CONFLUX_SHM_COLL=0 turns the one-sided intra-host algorithms (eager,
+  // direct, ...) off: same-host ranks then only exchange messages.
+  bool shm_collectives = true;
+  size_t shm_staging_bytes = 64 * 1024;  // CONFLUX_SHM_STAGING_SIZE: each half of a rank's staging area
+  // The cost model: CONFLUX_TUNE=0 turns it off (the first usable algorithm).
+  bool tune = true;
+  bool tune_calibrate = true;     // CONFLUX_TUNE_CALIBRATE=0: built-in constants, no measuring
+  std::string tune_cache_dir;     // CONFLUX_TUNE_CACHE, else $XDG_CACHE_HOME/conflux, else ~/.cache/conflux; "" off
+  std::string tune_table;         // CONFLUX_TUNE_TABLE: the measured table's file; "" default, "off" none
+  std::string tune_net;           // CONFLUX_TUNE_NET="lat_us,GB/s": the network's constants
+  double tune_overhead = -1;      // CONFLUX_TUNE_OVERHEAD: sender's share of alpha (0..1); -1 the model's
   std::string topo_file;          // CONFLUX_TOPO_FILE: NCCL topology XML fused with discovery
   std::string reduce_isa;         // CONFLUX_REDUCE_ISA=generic|avx2 (empty: best available)
 };

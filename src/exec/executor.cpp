@@ -1,6 +1,7 @@
 #include "exec/executor.h"
 
 #include "core/log.h"
+#include "exec/reduce.h"
 #include "transport/shm/shm_waiter.h"
 
 #include <poll.h>
@@ -38,14 +39,25 @@ struct PeerQueues {
   size_t send_head = 0, recv_head = 0;
 };
 
+// Steps that run as soon as their dependencies are done, without waiting on
+// a link: copies and the one-sided steps that move data or raise our flag.
+bool runs_at_once(StepKind k) {
+  return k == StepKind::kCopy || k == StepKind::kRead || k == StepKind::kWrite || k == StepKind::kReduceFrom ||
+         k == StepKind::kSignal;
+}
+
 class Run {
  public:
-  Run(const algo::Schedule& s, const ExecContext& ctx) : sched_(s), ctx_(ctx) {}
+  Run(const algo::Schedule& s, const ExecContext& ctx) : sched_(s), ctx_(ctx), bufs_(ctx.buffers) {}
 
   Status go();
 
  private:
-  uint8_t* ptr(const algo::Slice& sl) const { return ctx_.buffers[sl.buf] + sl.offset; }
+  uint8_t* ptr(const algo::Slice& sl) const { return bufs_[sl.buf] + sl.offset; }
+  Status run_local(int i);
+  Status run_reduce_from(const Step& step);
+  Status check_waits(bool* progressed);
+  Status start_one_sided();
   // Lanes: peer p's channel-0 link is lane p, an extra connection for
   // channel c is lane c x n + p (n = ctx_.links.size()).
   int lane_of(const Step& s) const;
@@ -63,12 +75,17 @@ class Run {
 
   const algo::Schedule& sched_;
   const ExecContext& ctx_;
+  std::vector<uint8_t*> bufs_;
   std::vector<StepState> state_;
   std::vector<uint32_t> pending_;
   std::vector<uint32_t> dependents_begin_, dependents_;
   std::vector<PeerQueues> queues_;  // by lane
   std::vector<int> active_lanes_;
-  std::vector<int> ready_copies_;
+  std::vector<int> ready_copies_;  // copies and one-sided steps that run at once
+  std::vector<int> waits_;         // posted waits for peers' flags
+  uint32_t signals_ = 0;           // this rank's signals so far in this call
+  std::vector<uint8_t> checked_;   // by peer: its call was compared with ours
+  std::vector<uint8_t> tmp_;       // pieces of peers' inputs read through the kernel
   size_t done_ = 0;
   Clock::time_point next_liveness_check_{};
   bool collective_ = true;  // no Send/Recv signature among the steps
@@ -97,7 +114,9 @@ void Run::complete(int i) {
   ++done_;
   for (uint32_t k = dependents_begin_[i]; k < dependents_begin_[i + 1]; ++k) {
     int d = static_cast<int>(dependents_[k]);
-    if (--pending_[d] == 0 && sched_.steps[d].kind == StepKind::kCopy) ready_copies_.push_back(d);
+    if (--pending_[d] != 0) continue;
+    if (runs_at_once(sched_.steps[d].kind)) ready_copies_.push_back(d);
+    else if (sched_.steps[d].kind == StepKind::kWait) waits_.push_back(d);
   }
 }
 
@@ -146,15 +165,109 @@ Status Run::advance_recvs(int lane, PeerQueues& q, bool* progressed) {
   return Status::Ok();
 }
 
+Status Run::run_reduce_from(const Step& step) {
+  const size_t bytes = step.dst.bytes;
+  if (bytes == 0) return Status::Ok();
+  const algo::Source* src = sched_.sources.data() + step.src_begin;
+  const void* inputs[64];
+  std::vector<const void*> many;
+  const void** list = inputs;
+  if (step.src_count > 64) {
+    many.resize(step.src_count);
+    list = many.data();
+  }
+  size_t kernel_reads = 0;
+  for (uint32_t k = 0; k < step.src_count; ++k)
+    if (src[k].peer >= 0 && ctx_.peer_memory->view(src[k].peer, src[k].slice.buf, src[k].slice.offset, bytes) == nullptr)
+      ++kernel_reads;
+  if (tmp_.size() < kernel_reads * bytes) tmp_.resize(kernel_reads * bytes);
+  size_t used = 0;
+  for (uint32_t k = 0; k < step.src_count; ++k) {
+    const algo::Source& s = src[k];
+    if (s.peer < 0) {
+      list[k] = ptr(s.slice);
+    } else if (const uint8_t* v = ctx_.peer_memory->view(s.peer, s.slice.buf, s.slice.offset, bytes)) {
+      list[k] = v;  // mapped: reduce straight from the peer's memory
+    } else {
+      uint8_t* at = tmp_.data() + used;
+      used += bytes;
+      CFX_RETURN_IF_ERROR(ctx_.peer_memory->read(s.peer, s.slice.buf, s.slice.offset, at, bytes));
+      list[k] = at;
+    }
+  }
+  reduce_many(ptr(step.dst), list, static_cast<int>(step.src_count), bytes / ctx_.elem_size, ctx_.dtype, ctx_.op);
+  return Status::Ok();
+}
+
+Status Run::run_local(int i) {
+  const Step& step = sched_.steps[i];
+  switch (step.kind) {
+    case StepKind::kCopy:
+      if (step.src.bytes > 0 && ptr(step.src) != ptr(step.dst)) std::memmove(ptr(step.dst), ptr(step.src), step.src.bytes);
+      return Status::Ok();
+    case StepKind::kRead:
+      return ctx_.peer_memory->read(step.peer, step.src.buf, step.src.offset, ptr(step.dst), step.dst.bytes)
+          .prepend("one-sided read from rank " + std::to_string(step.peer) + ": ");
+    case StepKind::kWrite:
+      return ctx_.peer_memory->write(step.peer, step.dst.buf, step.dst.offset, ptr(step.src), step.src.bytes)
+          .prepend("one-sided write to rank " + std::to_string(step.peer) + ": ");
+    case StepKind::kReduceFrom: return run_reduce_from(step).prepend("one-sided reduction: ");
+    case StepKind::kSignal: ctx_.peer_memory->signal(flag_value(ctx_.epoch, ++signals_)); return Status::Ok();
+    default: return internal_error("step of this kind does not run at once");
+  }
+}
+
+Status Run::check_waits(bool* progressed) {
+  for (size_t k = 0; k < waits_.size();) {
+    const int i = waits_[k];
+    const Step& step = sched_.steps[i];
+    if (ctx_.peer_memory->flag(step.peer) < flag_value(ctx_.epoch, step.count)) {
+      ++k;
+      continue;
+    }
+    // The first sign of the peer in this call: before anything reads what
+    // it published, check that it is in the same call.
+    if (!checked_[step.peer]) {
+      CFX_RETURN_IF_ERROR(ctx_.peer_memory->check_call(step.peer));
+      checked_[step.peer] = 1;
+    }
+    waits_[k] = waits_.back();
+    waits_.pop_back();
+    *progressed = true;
+    complete(i);
+  }
+  return Status::Ok();
+}
+
+Status Run::start_one_sided() {
+  if (ctx_.peer_memory == nullptr) return internal_error("a one-sided schedule on a communicator without shared memory");
+  for (const Step& s : sched_.steps)
+    if ((s.kind == StepKind::kRead || s.kind == StepKind::kWrite || s.kind == StepKind::kWait) &&
+        !ctx_.peer_memory->reaches(s.peer))
+      return internal_error("one-sided step names rank " + std::to_string(s.peer) + ", which is not on this host");
+  for (const algo::Source& src : sched_.sources)
+    if (src.peer >= 0 && !ctx_.peer_memory->reaches(src.peer))
+      return internal_error("one-sided reduction names rank " + std::to_string(src.peer) + ", which is not on this host");
+  const bool staging = sched_.uses_staging();
+  if (staging && ctx_.peer_memory->staging_bytes() == 0) return internal_error("no staging area for an eager schedule");
+  const int half = ctx_.peer_memory->begin_call(ctx_.epoch, ctx_.sigs.empty() ? OpSig{} : ctx_.sigs[0],
+                                                bufs_[algo::kSendBuf], ctx_.send_bytes, bufs_[algo::kRecvBuf],
+                                                ctx_.recv_bytes, staging);
+  checked_.assign(ctx_.links.size(), 0);
+  if (bufs_.size() <= algo::kStaging) bufs_.resize(algo::kStaging + 1, nullptr);
+  if (half >= 0) bufs_[algo::kStaging] = ctx_.peer_memory->staging(half);
+  return Status::Ok();
+}
+
 Status Run::pass(bool* progressed) {
   while (!ready_copies_.empty()) {
     int i = ready_copies_.back();
     ready_copies_.pop_back();
-    const Step& step = sched_.steps[i];
-    if (step.src.bytes > 0 && ptr(step.src) != ptr(step.dst)) std::memmove(ptr(step.dst), ptr(step.src), step.src.bytes);
+    CFX_RETURN_IF_ERROR(run_local(i));
     *progressed = true;
     complete(i);
   }
+  if (!waits_.empty()) CFX_RETURN_IF_ERROR(check_waits(progressed));
   for (int lane : active_lanes_) {
     PeerQueues& q = queues_[lane];
     Status st = advance_recvs(lane, q, progressed);
@@ -179,6 +292,14 @@ Status Run::with_other_failures(Status st, int failed_peer) const {
 
 std::string Run::waiting_on() const {
   std::string s;
+  for (int i : waits_) {
+    const Step& step = sched_.steps[i];
+    const uint64_t flag = ctx_.peer_memory->flag(step.peer);
+    s += (s.empty() ? "" : "; ") + std::string("signal ") + std::to_string(step.count) + " of rank " +
+         std::to_string(step.peer) +
+         ((flag >> 16) < ctx_.epoch ? " (not yet in this call)"
+                                    : " (it has signalled " + std::to_string(flag & 0xffff) + " times)");
+  }
   for (int lane : active_lanes_) {
     const PeerQueues& q = queues_[lane];
     if (q.recv_head < q.recvs.size()) {
@@ -249,6 +370,10 @@ Status Run::wait_for_work() {
       for (size_t peer = 0; peer < ctx_.links.size(); ++peer)
         if (ctx_.links[peer] != nullptr) check(ctx_.links[peer]);
     } else {
+      for (int i : waits_) {
+        Link* link = ctx_.links[sched_.steps[i].peer];
+        if (link != nullptr) check(link);
+      }
       // Only peers we still owe or expect a message: one whose part of this
       // call is over may have finished and exited cleanly.
       for (int lane : active_lanes_) {
@@ -313,10 +438,15 @@ Status Run::go() {
     for (uint32_t k = 0; k < s.dep_count; ++k) dependents_[fill[sched_.deps[s.dep_begin + k]]++] = static_cast<uint32_t>(i);
   }
   queues_.resize(ctx_.links.size() * (1 + ctx_.channel_links.size()));
+  if (sched_.one_sided()) CFX_RETURN_IF_ERROR(start_one_sided());
   for (size_t i = 0; i < n; ++i) {
     const Step& s = sched_.steps[i];
-    if (s.kind == StepKind::kCopy) {
+    if (runs_at_once(s.kind)) {
       if (pending_[i] == 0) ready_copies_.push_back(static_cast<int>(i));
+      continue;
+    }
+    if (s.kind == StepKind::kWait) {
+      if (pending_[i] == 0) waits_.push_back(static_cast<int>(i));
       continue;
     }
     if (s.peer < 0 || static_cast<size_t>(s.peer) >= ctx_.links.size() || ctx_.links[s.peer] == nullptr)

@@ -1,6 +1,8 @@
 // Runs one rank's Schedule on its links: posts each step once its
 // dependencies are done, advances the head message of every link and
-// direction, and waits (spin, then sleep) when nothing moves. Every wait has
+// direction, runs local and one-sided steps (copies, reads and writes of
+// peers' memory, reductions, signals) as soon as they are ready, checks
+// the flags it waits on, and waits (spin, then sleep) when nothing moves. Every wait has
 // a deadline; peers are checked for liveness while waiting; an abort flag
 // stops it from another thread.
 #pragma once
@@ -8,6 +10,7 @@
 #include "algo/schedule.h"
 #include "bootstrap/socket.h"
 #include "core/coll.h"
+#include "transport/peer_memory.h"
 #include "transport/transport.h"
 
 #include <atomic>
@@ -24,10 +27,18 @@ struct ExecContext {
   // carries Step::channel c; a missing one (nullptr, or too few channels)
   // means channel 0's link.
   std::vector<std::vector<Link*>> channel_links;
-  std::vector<uint8_t*> buffers;     // bound to algo::BufIndex values
+  std::vector<uint8_t*> buffers;     // bound to algo::BufIndex values (kStaging is bound here)
   std::vector<OpSig> sigs;           // by Step::sig
   ReduceFn reduce = nullptr;         // for kRecvReduce
+  cfxDataType_t dtype = cfxFloat32;  // for kReduceFrom
+  cfxRedOp_t op = cfxSum;
   size_t elem_size = 1;
+  // One-sided steps: the transport's access to same-host peers, this
+  // call's epoch (grows from call to call, the same on every rank) and how
+  // far peers may reach into this rank's send and receive buffers.
+  PeerMemory* peer_memory = nullptr;
+  uint64_t epoch = 0;
+  size_t send_bytes = 0, recv_bytes = 0;
   Deadline deadline = Deadline::max();
   const std::atomic<bool>* abort = nullptr;
   ShmWaiter* shm_waiter = nullptr;   // null when no shm links

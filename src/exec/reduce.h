@@ -9,12 +9,13 @@
 //  - Avg reduces as Sum; finalize_avg divides once at the end.
 // CONFLUX_REDUCE_ISA=generic|avx2 overrides the runtime choice of kernels (read once).
 #pragma once
+#include "core/coll.h"
+
 #include <conflux/conflux.h>
 #include <cstddef>
 namespace conflux {
-// dst[i] = a[i] (op) b[i] for i < count elements. dst may alias a or b (same pointer, not partially
-// overlapping). Avg reduces as Sum; the divide happens once at the end (finalize_avg).
-using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t count);
+// ReduceFn (core/coll.h): dst[i] = a[i] (op) b[i]. Avg reduces as Sum; the divide happens once at
+// the end (finalize_avg).
 ReduceFn reduce_fn(cfxDataType_t type, cfxRedOp_t op);   // nullptr for an invalid type/op
 // Reduces `nsrc` inputs (nsrc >= 1) into dst in one pass: dst[i] = srcs[0][i] op srcs[1][i] op ...
 // (left to right; used by shared-memory collectives that read all peers' slices at once; dst may

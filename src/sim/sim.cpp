@@ -108,13 +108,18 @@ constexpr uint32_t kNone = ~0u;
 // What timing needs of every step, structure-of-arrays to stay compact.
 struct Steps {
   std::vector<uint8_t> kind;
+  std::vector<uint8_t> mapped;        // one-sided read/write: the peer's memory is mapped (staging, registered)
+  std::vector<uint16_t> nsrc, kernel_srcs;  // reduce-from: sources, and those read through the kernel
   std::vector<int32_t> owner;  // representative rank index
   std::vector<int32_t> peer;   // absolute peer rank (in the owner's frame)
   std::vector<uint64_t> bytes;
   std::vector<uint32_t> dep_begin{0}, deps;
   std::vector<uint32_t> match, next;  // matched send/recv; next step in the same FIFO
+  std::vector<uint32_t> waiters_begin, waiters;  // by signal step: the waits it satisfies (CSR)
   size_t size() const { return kind.size(); }
 };
+
+bool one_sided_data(StepKind k) { return k == StepKind::kRead || k == StepKind::kWrite || k == StepKind::kReduceFrom; }
 
 // Cores that per-message overheads take in turn. Each core keeps its
 // booked intervals in order, so a short task fits in a gap before work
@@ -178,12 +183,15 @@ class Sim {
   using Event = std::pair<double, uint32_t>;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> sends_;
   std::vector<uint32_t> work_;
+  std::vector<double> core_free_;  // by representative: when its one-sided copies are done
   size_t finished_ = 0;
 };
 
 Status Sim::load(const algo::CollArgs& args, const Builder& build) {
   // sendq[(src rep, dst abs)] and recvq[(dst rep, src abs in dst's frame)].
   std::unordered_map<uint64_t, std::vector<uint32_t>> sendq, recvq;
+  std::vector<std::vector<uint32_t>> signals(static_cast<size_t>(reps_));
+  std::vector<std::pair<uint32_t, std::pair<int, uint32_t>>> waits;  // (wait, (peer rep, count))
   for (int r = 0; r < reps_; ++r) {
     algo::CollArgs a = args;
     a.rank = r;
@@ -196,12 +204,23 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
       s_.owner.push_back(r);
       s_.peer.push_back(st.peer);
       s_.bytes.push_back(st.kind == StepKind::kSend ? st.src.bytes : st.dst.bytes);
+      const algo::Slice& remote = st.kind == StepKind::kRead ? st.src : st.dst;
+      s_.mapped.push_back(remote.buf == algo::kStaging || a.registered ? 1 : 0);
+      uint16_t kernel = 0;
+      for (uint32_t k = 0; k < st.src_count; ++k) {
+        const algo::Source& src = sch.sources[st.src_begin + k];
+        if (src.peer >= 0 && src.slice.buf != algo::kStaging && !a.registered) ++kernel;
+      }
+      s_.nsrc.push_back(static_cast<uint16_t>(st.src_count));
+      s_.kernel_srcs.push_back(kernel);
+      if (st.kind == StepKind::kSignal) signals[size_t(r)].push_back(id);
+      if (st.kind == StepKind::kWait) waits.push_back({id, {rep_of(st.peer), st.count}});
       for (uint32_t k = 0; k < st.dep_count; ++k) s_.deps.push_back(base + sch.deps[st.dep_begin + k]);
       s_.dep_begin.push_back(static_cast<uint32_t>(s_.deps.size()));
       if (st.kind == StepKind::kSend) {
         if (st.peer < 0 || st.peer >= m_.nranks) return invalid_argument("rank " + std::to_string(r) + " sends to bad peer");
         sendq[pair_key(r, st.peer)].push_back(id);
-      } else if (st.kind != StepKind::kCopy) {
+      } else if (st.kind == StepKind::kRecv || st.kind == StepKind::kRecvReduce) {
         if (st.peer < 0 || st.peer >= m_.nranks) return invalid_argument("rank " + std::to_string(r) + " receives from bad peer");
         recvq[pair_key(r, st.peer)].push_back(id);
       }
@@ -234,6 +253,20 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
                                 std::to_string(key & 0xffffffffu) + " which never sends");
     chain(q);
   }
+  // A wait for a peer's k-th signal is released by that signal.
+  std::vector<uint32_t> count(s_.size() + 1, 0);
+  for (auto& [w, target] : waits) {
+    const auto& list = signals[size_t(target.first)];
+    if (target.second == 0 || target.second > list.size())
+      return invalid_argument("a wait for signal " + std::to_string(target.second) + " of rank " +
+                              std::to_string(target.first) + ", which signals " + std::to_string(list.size()) + " times");
+    s_.match[w] = list[target.second - 1];
+    ++count[s_.match[w] + 1];
+  }
+  for (size_t i = 0; i < s_.size(); ++i) count[i + 1] += count[i];
+  s_.waiters_begin = count;
+  s_.waiters.assign(waits.size(), 0);
+  for (auto& [w, target] : waits) s_.waiters[count[s_.match[w]]++] = w;
   return Status::Ok();
 }
 
@@ -257,6 +290,15 @@ void Sim::complete(uint32_t i, double t, int hops) {
   };
   for (uint32_t k = dependents_begin_[i]; k < dependents_begin_[i + 1]; ++k) bump(dependents_[k]);
   if (s_.next[i] != kNone) bump(s_.next[i]);
+  if (StepKind(s_.kind[i]) == StepKind::kSignal) {
+    // Seen by the waiting peers a flag's hand-off later.
+    for (uint32_t k = s_.waiters_begin[i]; k < s_.waiters_begin[i + 1]; ++k) {
+      const uint32_t w = s_.waiters[k];
+      ready_[w] = std::max(ready_[w], t + m_.flag_us);
+      hops_ready_[w] = std::max(hops_ready_[w], hops + 1);
+      release(w);
+    }
+  }
 }
 
 Status Sim::run(SimResult* out) {
@@ -277,8 +319,11 @@ Status Sim::run(SimResult* out) {
   for (size_t i = 0; i < n; ++i) pending_[i] += s_.dep_begin[i + 1] - s_.dep_begin[i];
   for (size_t i = 0; i < n; ++i) {
     if (s_.next[i] != kNone) ++pending_[s_.next[i]];
-    if (s_.kind[i] == uint8_t(StepKind::kRecv) || s_.kind[i] == uint8_t(StepKind::kRecvReduce)) ++pending_[i];
+    if (s_.kind[i] == uint8_t(StepKind::kRecv) || s_.kind[i] == uint8_t(StepKind::kRecvReduce) ||
+        s_.kind[i] == uint8_t(StepKind::kWait))
+      ++pending_[i];
   }
+  core_free_.assign(size_t(reps_), 0.0);
   for (size_t i = 0; i < n; ++i) {
     if (pending_[i] != 0) continue;
     if (s_.kind[i] == uint8_t(StepKind::kSend)) sends_.push({0.0, uint32_t(i)});
@@ -313,6 +358,32 @@ Status Sim::run(SimResult* out) {
       auto kind = StepKind(s_.kind[i]);
       if (kind == StepKind::kRecvReduce && m_.reduce_gbps > 0) cost = double(s_.bytes[i]) / (m_.reduce_gbps * 1e3);
       if (kind == StepKind::kCopy && m_.copy_gbps > 0) cost = double(s_.bytes[i]) / (m_.copy_gbps * 1e3);
+      if (one_sided_data(kind)) {
+        // Memory traffic on the rank that runs it, one step after another:
+        // mapped memory at memcpy speed, ordinary buffers through the
+        // kernel (a call, then its bandwidth); a reduction reads its
+        // sources and writes once, as a pairwise kernel reads two and writes one.
+        const double bytes = double(s_.bytes[i]);
+        const double copy = m_.copy_gbps > 0 ? bytes / (m_.copy_gbps * 1e3) : 0;
+        const double kernel = m_.cma_us + bytes / (m_.cma_gbps * 1e3);
+        if (kind == StepKind::kReduceFrom) {
+          const double reduce = m_.reduce_gbps > 0 ? bytes * (s_.nsrc[i] + 1) / 3.0 / (m_.reduce_gbps * 1e3) : 0;
+          cost = reduce + s_.kernel_srcs[i] * kernel;
+        } else {
+          cost = s_.mapped[i] ? copy : kernel;
+        }
+        const int rep = s_.owner[i];
+        double start = std::max(ready_[i], core_free_[size_t(rep)]);
+        if (cpu_bound) start = on_cpu(m_.host_of(rep), start, cost) - cost;
+        core_free_[size_t(rep)] = start + cost;
+        complete(i, start + cost, hops_ready_[i]);
+        continue;
+      }
+      if (kind == StepKind::kWait && cpu_bound) {
+        // With more ranks than cores the waiter sleeps: waking it takes a switch.
+        complete(i, on_cpu(m_.host_of(s_.owner[i]), ready_[i], m_.switch_us), hops_ready_[i]);
+        continue;
+      }
       complete(i, ready_[i] + cost, hops_ready_[i]);
     }
     if (sends_.empty()) break;

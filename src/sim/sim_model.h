@@ -49,7 +49,19 @@ struct ClusterModel {
   bool same_host_tcp = false; // ranks on one host talk over loopback TCP instead of shm
   LinkParams link[3] = {{1.0, 20.0}, {10.0, 3.0}, {5.0, 12.5}};
   double reduce_gbps = 0;     // recv-reduce cost per byte on the receiver (0: free)
-  double copy_gbps = 0;       // local copy cost (0: free)
+  double copy_gbps = 0;       // local copy cost, and one-sided copies of mapped memory (0: free)
+  // One-sided steps between ranks of one host (the shm transport reaches
+  // their memory): whether they can run at all, whether they reach peers'
+  // ordinary buffers (process_vm_readv; ptrace rules may forbid it), each
+  // half of a rank's staging area, what a signal takes to be seen, and
+  // what a kernel copy costs per call and per byte. They are priced as
+  // memory traffic on the rank that runs them, not as wire time.
+  bool one_sided = false;
+  bool reads_peer_buffers = false;
+  size_t staging_bytes = 0;
+  double flag_us = 0.3;
+  double cma_us = 1.5;
+  double cma_gbps = 4.0;
   double call_us = 0;         // fixed cost of one collective call (entering the executor, its set-up)
   double overhead_share = 0.5;  // share of alpha that is per-message sender work (serialises a rank's sends)
   // Cores each host gives its ranks; 0 = at least one per rank. With fewer

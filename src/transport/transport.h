@@ -7,7 +7,6 @@
 
 #include "core/coll.h"
 #include "core/status.h"
-#include "exec/reduce.h"
 
 #include <poll.h>
 

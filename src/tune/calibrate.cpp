@@ -1,5 +1,6 @@
 #include "tune/calibrate.h"
 
+#include "core/config.h"
 #include "core/log.h"
 #include "exec/reduce.h"
 
@@ -12,6 +13,7 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -82,6 +84,31 @@ double measure_thread_handoff_us() {
   double us = us_since(t0);
   peer.join();
   return us / iters / 2;
+}
+
+// process_vm_readv of this process's own memory: the cost of a small call
+// (4 KiB pieces) and the bandwidth of large ones (4 MiB). A process may
+// read itself even where ptrace rules keep it from reading others.
+void measure_cma(double* us, double* gbps) {
+  const size_t big = 4 << 20, small = 4 << 10;
+  std::vector<char> from(big, 1), to(big, 2);
+  auto read_self = [&](size_t bytes) {
+    iovec l{to.data(), bytes}, r{from.data(), bytes};
+    return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == static_cast<ssize_t>(bytes);
+  };
+  if (!read_self(small)) return;
+  const double big_us = best_of(5, [&] {
+    auto t0 = Clock::now();
+    read_self(big);
+    return us_since(t0);
+  });
+  const double small_us = best_of(5, [&] {
+    auto t0 = Clock::now();
+    for (int i = 0; i < 64; ++i) read_self(small);
+    return us_since(t0) / 64;
+  });
+  *gbps = double(big) / 1e3 / std::max(big_us, 1e-3);
+  *us = std::max(0.05, small_us - double(small) / 1e3 / *gbps);
 }
 
 // Half the round trip of a byte bounced over pipes between two threads
@@ -212,8 +239,8 @@ bool measure_tcp(double* lat_us, double* gbps) {
 std::string host_key() {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
-  const char* hostid = std::getenv("CONFLUX_HOSTID");
-  std::string key = hostid && *hostid ? std::string(hostid) : std::string(host);
+  const std::string& hostid = config().hostid;
+  std::string key = !hostid.empty() ? hostid : std::string(host);
   for (char& ch : key)
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '.') ch = '_';
   return key;
@@ -222,11 +249,6 @@ std::string host_key() {
 void mkdirs(const std::string& path) {
   for (size_t i = 1; i <= path.size(); ++i)
     if (i == path.size() || path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0755);
-}
-
-bool env_is_off(const char* name) {
-  const char* v = std::getenv(name);
-  return v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 || std::strcmp(v, "none") == 0);
 }
 
 FileLock::FileLock(const std::string& path) : fd_(::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
@@ -241,8 +263,8 @@ namespace {
 
 // CONFLUX_TUNE_NET="lat_us,GB/s" replaces the network constants.
 void apply_net_override(Constants* c) {
-  const char* v = std::getenv("CONFLUX_TUNE_NET");
-  if (!v || !*v) return;
+  const char* v = config().tune_net.c_str();
+  if (!*v) return;
   double lat = 0, bw = 0;
   if (std::sscanf(v, "%lf,%lf", &lat, &bw) == 2 && lat >= 0 && bw > 0) {
     c->net = {lat, bw};
@@ -258,7 +280,8 @@ std::string Constants::to_text() const {
   std::ostringstream o;
   o << "shm_lat_us " << shm.lat_us << "\nshm_gbps " << shm.gbps << "\ntcp_lat_us " << tcp.lat_us << "\ntcp_gbps "
     << tcp.gbps << "\nnet_lat_us " << net.lat_us << "\nnet_gbps " << net.gbps << "\nreduce_gbps " << reduce_gbps
-    << "\nswitch_us " << switch_us << "\n";
+    << "\nswitch_us " << switch_us << "\ncopy_gbps " << copy_gbps << "\nflag_us " << flag_us << "\ncma_us " << cma_us
+    << "\ncma_gbps " << cma_gbps << "\n";
   return o.str();
 }
 
@@ -278,8 +301,12 @@ bool Constants::from_text(const std::string& text, Constants* out) {
     else if (key == "net_gbps") c.net.gbps = v, ++seen;
     else if (key == "reduce_gbps") c.reduce_gbps = v, ++seen;
     else if (key == "switch_us") c.switch_us = v, ++seen;
+    else if (key == "copy_gbps") c.copy_gbps = v, ++seen;
+    else if (key == "flag_us") c.flag_us = v, ++seen;
+    else if (key == "cma_us") c.cma_us = v, ++seen;
+    else if (key == "cma_gbps") c.cma_gbps = v, ++seen;
   }
-  if (seen != 8) return false;  // a cache from an older version: measure again
+  if (seen != 12) return false;  // a cache from an older version: measure again
   *out = c;
   return true;
 }
@@ -291,19 +318,22 @@ void Constants::apply_to(sim::ClusterModel* m) const {
   m->reduce_gbps = reduce_gbps;
   m->call_us = call_us;
   m->switch_us = switch_us;
-  m->copy_gbps = shm.gbps * 2;  // a local copy is one memcpy; a shm message is two
+  m->copy_gbps = copy_gbps;
+  m->flag_us = flag_us;
+  m->cma_us = cma_us;
+  m->cma_gbps = cma_gbps;
   // CONFLUX_TUNE_OVERHEAD: the share of alpha that is per-message work on
   // the sending rank (0..1), for experiments with the model.
-  if (const char* v = std::getenv("CONFLUX_TUNE_OVERHEAD")) {
-    double share = std::atof(v);
-    if (share >= 0 && share <= 1) m->overhead_share = share;
-  }
+  if (config().tune_overhead >= 0) m->overhead_share = config().tune_overhead;
 }
 
 Constants measure_constants() {
   Constants c;
   double memcpy_gbps = measure_memcpy_gbps();
-  c.shm = {std::max(0.05, measure_thread_handoff_us()), memcpy_gbps / 2};
+  c.flag_us = std::max(0.02, measure_thread_handoff_us());
+  c.shm = {std::max(0.05, c.flag_us), memcpy_gbps / 2};  // a shm message is copied in and out
+  c.copy_gbps = memcpy_gbps;
+  measure_cma(&c.cma_us, &c.cma_gbps);
   c.reduce_gbps = measure_reduce_gbps();
   c.switch_us = measure_switch_us();
   double lat = 0, bw = 0;
@@ -313,13 +343,7 @@ Constants measure_constants() {
   return c;
 }
 
-std::string cache_dir() {
-  const char* dir = std::getenv("CONFLUX_TUNE_CACHE");
-  if (dir && *dir) return env_is_off("CONFLUX_TUNE_CACHE") ? "" : std::string(dir);
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/conflux";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/conflux";
-  return "";
-}
+std::string cache_dir() { return config().tune_cache_dir; }
 
 std::string cache_file() {
   const std::string d = cache_dir();
@@ -333,7 +357,7 @@ Constants machine_constants() {
   std::lock_guard lock(mutex);
   if (have) return memo;
   have = true;
-  if (env_is_off("CONFLUX_TUNE_CALIBRATE")) {
+  if (!config().tune_calibrate) {
     apply_net_override(&memo);
     return memo;
   }

@@ -10,6 +10,11 @@
 //   reduce  float32 sum kernel throughput
 //   switch  a hand-off between two threads pinned to one core (what waking
 //         a sleeping rank costs where ranks outnumber cores)
+//   copy  memcpy of 8 MiB (one-sided copies of mapped memory)
+//   flag  half a flag ping-pong between two threads (a signal seen by a peer)
+//   cma   process_vm_readv of this process's own memory: a 4 KiB piece per
+//         call, and 4 MiB for the bandwidth (one-sided copies of ordinary
+//         buffers, which the kernel pins page by page)
 // Cache: $CONFLUX_TUNE_CACHE (a directory; "off" disables the cache), else
 // $XDG_CACHE_HOME/conflux, else ~/.cache/conflux; file tune-<host>.txt.
 // CONFLUX_TUNE_CALIBRATE=0 skips measuring and uses the built-in defaults.
@@ -25,6 +30,10 @@ struct Constants {
   sim::LinkParams shm{2.0, 5.0}, tcp{15.0, 2.0}, net{15.0, 2.0};
   double reduce_gbps = 4.0;
   double switch_us = 0;  // a context switch on one core (0: unknown)
+  double copy_gbps = 10.0;  // memcpy of buffers larger than the caches
+  double flag_us = 0.3;     // a flag store seen by a spinning thread on another core
+  double cma_us = 1.5;      // one process_vm_readv call of a small piece
+  double cma_gbps = 4.0;    // process_vm_readv of large pieces
   double call_us = 0;  // a collective call's fixed cost (the network probe's; not cached)
   std::string source = "defaults";  // "measured", "cache <path>", "defaults"
 
@@ -47,8 +56,6 @@ std::string cache_file();
 std::string host_key();
 // mkdir -p.
 void mkdirs(const std::string& path);
-// The variable is set to 0, off or none.
-bool env_is_off(const char* name);
 // An exclusive flock on <path>.lock while it lives: one process per host
 // writes a cache file, the others wait and read it.
 class FileLock {

@@ -7,6 +7,34 @@ namespace {
 
 std::string serves_any(const algo::CollArgs&, const sim::ClusterModel&) { return {}; }
 
+// One-sided algorithms run between ranks that share a host's memory.
+std::string needs_one_host(const algo::CollArgs& a, const sim::ClusterModel& m) {
+  (void)a;
+  if (!m.one_sided) return "no one-sided access between the ranks (not all on one host with shared memory, or CONFLUX_SHM_COLL=0)";
+  if (m.nhosts() > 1) return "needs every rank on one host";
+  return {};
+}
+
+std::string eager_fits(const algo::CollArgs& a, const sim::ClusterModel& m) {
+  std::string why = needs_one_host(a, m);
+  if (!why.empty()) return why;
+  const size_t need = algo::eager_stage_bytes(a);
+  if (need > a.staging_bytes)
+    return "stages " + std::to_string(need) + " bytes per rank, more than the staging area's " +
+           std::to_string(a.staging_bytes);
+  return {};
+}
+
+// Single-copy algorithms reach peers' buffers directly: mapped where every
+// rank registered them, else through the kernel, where allowed.
+std::string direct_reaches(const algo::CollArgs& a, const sim::ClusterModel& m) {
+  std::string why = needs_one_host(a, m);
+  if (!why.empty()) return why;
+  if (!a.registered && !m.reads_peer_buffers)
+    return "peers' ordinary buffers are out of reach (process_vm_readv refused); register cfxMemAlloc buffers";
+  return {};
+}
+
 std::string hier_needs_regular_hosts(const algo::CollArgs& a, const sim::ClusterModel& m) {
   if (m.nhosts() < 2) return "single host: nothing to make hierarchical";
   if (!algo::hier_supported(a)) return "needs the same number of ranks on every host";
@@ -39,9 +67,29 @@ std::vector<Candidate>& registry() {
       {"pairwise", Coll::kAlltoAll, algo::pairwise_alltoall, false, serves_any},
       {"bruck", Coll::kAlltoAll, algo::bruck_alltoall, false, serves_any},
       {"pairwise", Coll::kAlltoAllv, algo::pairwise_alltoall, false, serves_any},
-      {"direct", Coll::kGather, algo::direct_gather, false, serves_any},
-      {"direct", Coll::kScatter, algo::direct_scatter, false, serves_any},
+      {"linear", Coll::kGather, algo::linear_gather, false, serves_any},
+      {"linear", Coll::kScatter, algo::linear_scatter, false, serves_any},
       {"dissemination", Coll::kBarrier, algo::dissemination_barrier, true, serves_any},
+      // One host, one-sided: through the staging areas, or single-copy.
+      {"eager", Coll::kAllReduce, algo::eager_allreduce, false, eager_fits},
+      {"direct", Coll::kAllReduce, algo::direct_allreduce, false, direct_reaches},
+      {"eager", Coll::kAllGather, algo::eager_allgather, false, eager_fits},
+      {"direct", Coll::kAllGather, algo::direct_allgather, false, direct_reaches},
+      {"push", Coll::kAllGather, algo::push_allgather, false, direct_reaches},
+      {"eager", Coll::kReduceScatter, algo::eager_reducescatter, false, eager_fits},
+      {"direct", Coll::kReduceScatter, algo::direct_reducescatter, false, direct_reaches},
+      {"eager", Coll::kBroadcast, algo::eager_broadcast, false, eager_fits},
+      {"direct", Coll::kBroadcast, algo::direct_broadcast, false, direct_reaches},
+      {"split", Coll::kBroadcast, algo::split_broadcast, false, direct_reaches},
+      {"eager", Coll::kReduce, algo::eager_reduce, false, eager_fits},
+      {"direct", Coll::kReduce, algo::direct_reduce, false, direct_reaches},
+      {"eager", Coll::kAlltoAll, algo::eager_alltoall, false, eager_fits},
+      {"direct", Coll::kAlltoAll, algo::direct_alltoall, false, direct_reaches},
+      {"eager", Coll::kGather, algo::eager_gather, false, eager_fits},
+      {"direct", Coll::kGather, algo::direct_gather, false, direct_reaches},
+      {"eager", Coll::kScatter, algo::eager_scatter, false, eager_fits},
+      {"direct", Coll::kScatter, algo::direct_scatter, false, direct_reaches},
+      {"flag", Coll::kBarrier, algo::flag_barrier, false, needs_one_host},
   };
   return all;
 }

@@ -1,5 +1,6 @@
 #include "tune/measured_table.h"
 
+#include "core/config.h"
 #include "tune/calibrate.h"
 
 #include <cerrno>
@@ -28,8 +29,9 @@ std::string layout_key(int nranks, int nhosts, const std::string& transport, boo
 }
 
 std::string measured_table_file() {
-  if (env_is_off("CONFLUX_TUNE_TABLE")) return "";
-  if (const char* v = std::getenv("CONFLUX_TUNE_TABLE"); v && *v) return v;
+  const std::string& v = config().tune_table;
+  if (v == "0" || v == "off" || v == "none") return "";
+  if (!v.empty()) return v;
   const std::string dir = cache_dir();
   return dir.empty() ? "" : dir + "/algos-" + host_key() + ".txt";
 }

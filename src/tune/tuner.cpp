@@ -10,6 +10,7 @@ Result<sim::SimResult> predict(const Candidate& c, const algo::CollArgs& args, c
                                size_t max_steps) {
   algo::CollArgs a = args;
   a.nranks = m.nranks;
+  a.staging_bytes = m.staging_bytes;
   fill_hosts(&a, m);
   sim::SimOptions opt;
   opt.max_steps = max_steps;
@@ -50,9 +51,25 @@ Result<Decision> decide(const algo::CollArgs& args, const sim::ClusterModel& m, 
   Decision d;
   algo::CollArgs a = args;
   a.nranks = m.nranks;
+  a.staging_bytes = m.staging_bytes;
   fill_hosts(&a, m);
   const size_t bytes = call_bytes(a);
   const AlgoRule* rule = f.rule_for(a.coll, bytes);
+  // NCCL's grammar: a list for every collective applies to the collectives
+  // that have one of its algorithms and leaves the others alone (ring does
+  // not concern Broadcast).
+  if (rule != nullptr && rule->coll < 0 && !rule->exclude) {
+    bool has_one = false;
+    for (const Candidate* c : candidates_for(a.coll))
+      has_one = has_one || std::find(rule->names.begin(), rule->names.end(), c->name) != rule->names.end();
+    if (!has_one) {
+      auto names = algorithm_names();
+      bool all_known = true;
+      for (const std::string& name : rule->names)
+        all_known = all_known && std::find(names.begin(), names.end(), name) != names.end();
+      if (all_known) rule = nullptr;
+    }
+  }
   if (rule) {
     for (const std::string& name : rule->names) {
       auto names = algorithm_names();
@@ -136,7 +153,7 @@ Result<Decision> decide(const algo::CollArgs& args, const sim::ClusterModel& m, 
 
 Result<const Candidate*> Tuner::choose(const algo::CollArgs& a) {
   std::lock_guard lock(mutex_);
-  auto key = std::make_pair(static_cast<int>(a.coll), call_bytes(a));
+  auto key = std::make_tuple(static_cast<int>(a.coll), call_bytes(a), a.registered);
   auto it = memo_.find(key);
   if (it != memo_.end()) return it->second;
   DecideOptions opt;

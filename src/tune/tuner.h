@@ -11,6 +11,7 @@
 #include "tune/candidates.h"
 
 #include <map>
+#include <tuple>
 #include <mutex>
 
 namespace conflux::tune {
@@ -73,7 +74,7 @@ class Tuner {
   std::string layout_;
   bool use_model_ = true;
   std::mutex mutex_;
-  std::map<std::pair<int, size_t>, const Candidate*> memo_;
+  std::map<std::tuple<int, size_t, bool>, const Candidate*> memo_;  // (collective, bytes, registered)
 };
 
 // Bytes the size ranges of CONFLUX_ALGO and the memo refer to: the call's

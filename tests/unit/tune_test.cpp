@@ -1,5 +1,6 @@
 // CONFLUX_ALGO grammar, the tuner's choice and its errors, calibration cache,
 // the model of a real rank table.
+#include "core/config.h"
 #include "tune/algo_filter.h"
 #include "tune/calibrate.h"
 #include "tune/comm_tuning.h"
@@ -204,10 +205,13 @@ TEST(MeasuredTableTest, StoreReplaceLoad) {
   EXPECT_NE(broken.status().message().find(path), std::string::npos) << broken.status().message();
 
   setenv("CONFLUX_TUNE_TABLE", "off", 1);
+  reload_config();  // configuration is read once; tests re-read it
   EXPECT_EQ(measured_table_file(), "");
   setenv("CONFLUX_TUNE_TABLE", path.c_str(), 1);
+  reload_config();  // configuration is read once; tests re-read it
   EXPECT_EQ(measured_table_file(), path);
   unsetenv("CONFLUX_TUNE_TABLE");
+  reload_config();  // configuration is read once; tests re-read it
   std::filesystem::remove_all(dir);
 }
 
@@ -216,10 +220,19 @@ TEST(CalibrateTest, TextRoundTripAndCache) {
   c.shm = {0.5, 7};
   c.reduce_gbps = 3;
   c.switch_us = 2.5;
+  c.copy_gbps = 11;
+  c.flag_us = 0.25;
+  c.cma_us = 1.75;
+  c.cma_gbps = 3.5;
   Constants back;
   ASSERT_TRUE(Constants::from_text(c.to_text(), &back));
   EXPECT_DOUBLE_EQ(back.shm.gbps, 7);
   EXPECT_DOUBLE_EQ(back.switch_us, 2.5);
+  EXPECT_DOUBLE_EQ(back.copy_gbps, 11);
+  EXPECT_DOUBLE_EQ(back.flag_us, 0.25);
+  EXPECT_DOUBLE_EQ(back.cma_us, 1.75);
+  EXPECT_DOUBLE_EQ(back.cma_gbps, 3.5);
+  EXPECT_DOUBLE_EQ(from_array(to_array(c), "t").cma_gbps, 3.5);
   c.net = {7, 9};
   const ConstantsArray arr = to_array(c);
   EXPECT_DOUBLE_EQ(arr[kNetLatIndex], 7);  // the network probe overwrites these slots
@@ -233,11 +246,14 @@ TEST(CalibrateTest, TextRoundTripAndCache) {
 
   auto dir = std::filesystem::temp_directory_path() / ("cfx_tune_" + std::to_string(getpid()));
   setenv("CONFLUX_TUNE_CACHE", dir.c_str(), 1);
+  reload_config();  // configuration is read once; tests re-read it
   std::string path = cache_file();
   EXPECT_EQ(path.rfind(dir.string(), 0), 0u) << path;
   setenv("CONFLUX_TUNE_CACHE", "off", 1);
+  reload_config();  // configuration is read once; tests re-read it
   EXPECT_EQ(cache_file(), "");
   unsetenv("CONFLUX_TUNE_CACHE");
+  reload_config();  // configuration is read once; tests re-read it
 
   Constants m = measure_constants();
   EXPECT_EQ(m.source, "measured");

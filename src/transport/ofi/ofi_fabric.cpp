@@ -1,6 +1,7 @@
 #include "transport/ofi/ofi_fabric.h"
 
 #include "bootstrap/auth.h"
+#include "core/config.h"
 #include "core/log.h"
 #include "transport/ofi/ofi_api.h"
 
@@ -152,8 +153,7 @@ Status OfiFabric::init(fi_info* info) {
   max_msg_size_ = info->ep_attr->max_msg_size;
   inject_size_ = info->tx_attr != nullptr ? info->tx_attr->inject_size : 0;
   const uint64_t mr_mode = static_cast<uint64_t>(info->domain_attr->mr_mode);
-  const char* force = std::getenv("CONFLUX_OFI_MR");  // "always": register even if not required (tests)
-  register_ = (mr_mode & FI_MR_LOCAL) != 0 || (force != nullptr && std::strcmp(force, "always") == 0);
+  register_ = (mr_mode & FI_MR_LOCAL) != 0 || config().ofi_mr_always;
   mr_endpoint_ = (mr_mode & FI_MR_ENDPOINT) != 0;
 
   int ret = lib().fabric(info->fabric_attr, &fabric_, nullptr);
@@ -167,8 +167,7 @@ Status OfiFabric::init(fi_info* info) {
   // descriptor measured slower than the polled CQ (bench/README.md, libfabric):
   // it seems not to signal every event manual progress needs, so waits run
   // into the executor's 50 ms poll cap.
-  const char* wait_env = std::getenv("CONFLUX_OFI_WAIT");
-  const bool want_fd = wait_env != nullptr && std::strcmp(wait_env, "1") == 0;
+  const bool want_fd = config().ofi_wait_fd;
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_TAGGED;
   cq_attr.wait_obj = want_fd ? FI_WAIT_FD : FI_WAIT_NONE;

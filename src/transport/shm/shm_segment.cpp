@@ -22,15 +22,29 @@ struct SegmentHeader {
   int32_t nslots;
   uint64_t slot_bytes;
   int32_t channels;
-  char pad[64 - 28];
+  int32_t reserved;
+  uint64_t staging_bytes;
+  uint64_t owner_base;  // where the creator mapped the segment (its own address of it)
+  char pad[64 - 48];
   ShmDoorbell doorbell;
+  ShmFlag flag;
+  ShmExposure exposure;
 };
+static_assert(sizeof(SegmentHeader) % 64 == 0);
+
+constexpr size_t kStagingAlign = 4096;
+
+size_t rings_end(const ShmSegment::Layout& l) {
+  return sizeof(SegmentHeader) +
+         static_cast<size_t>(l.nranks) * (static_cast<size_t>(l.channels) * l.ring_bytes() + sizeof(ShmNotice));
+}
+
+size_t staging_begin(const ShmSegment::Layout& l) { return (rings_end(l) + kStagingAlign - 1) / kStagingAlign * kStagingAlign; }
 
 }  // namespace
 
 size_t ShmSegment::Layout::total_bytes() const {
-  return sizeof(SegmentHeader) + static_cast<size_t>(nranks) * (static_cast<size_t>(channels) * ring_bytes() +
-                                                                 sizeof(ShmNotice));
+  return staging_bytes == 0 ? rings_end(*this) : staging_begin(*this) + 2 * staging_bytes;
 }
 
 ShmSegment::ShmSegment(ShmSegment&& o) noexcept { *this = std::move(o); }
@@ -81,7 +95,11 @@ Result<ShmSegment> ShmSegment::create(const std::string& name, const Layout& lay
   h->channels = layout.channels;
   h->nslots = layout.nslots;
   h->slot_bytes = layout.slot_bytes;
+  h->staging_bytes = layout.staging_bytes;
+  h->owner_base = reinterpret_cast<uint64_t>(seg.base_);
   new (&h->doorbell) ShmDoorbell();
+  new (&h->flag) ShmFlag();
+  new (&h->exposure) ShmExposure();
   for (int r = 0; r < layout.nranks; ++r) {
     new (&seg.ring(r)) ShmRingControl();
     new (&seg.notice(r)) ShmNotice();
@@ -109,7 +127,7 @@ Result<ShmSegment> ShmSegment::open(const std::string& name, size_t expected_byt
   seg.name_ = name;
   auto* h = reinterpret_cast<SegmentHeader*>(seg.base_);
   if (h->magic != kSegMagic) return remote_error("peer segment " + name + " is not initialised");
-  seg.layout_ = Layout{h->nranks, h->nslots, h->slot_bytes, h->channels};
+  seg.layout_ = Layout{h->nranks, h->nslots, h->slot_bytes, h->channels, h->staging_bytes};
   if (seg.layout_.total_bytes() != expected_bytes) return remote_error("peer segment " + name + " has a bad layout");
   return seg;
 }
@@ -137,6 +155,19 @@ ShmSlotHeader& ShmSegment::slot_header(int ring_index, uint64_t index) const {
 
 uint8_t* ShmSegment::slot_data(int ring_index, uint64_t index) const {
   return reinterpret_cast<uint8_t*>(&slot_header(ring_index, index)) + sizeof(ShmSlotHeader);
+}
+
+uint64_t ShmSegment::owner_address(const void* inside) const {
+  return reinterpret_cast<SegmentHeader*>(base_)->owner_base + static_cast<uint64_t>(static_cast<const uint8_t*>(inside) - base_);
+}
+
+ShmFlag& ShmSegment::flag() const { return reinterpret_cast<SegmentHeader*>(base_)->flag; }
+
+ShmExposure& ShmSegment::exposure() const { return reinterpret_cast<SegmentHeader*>(base_)->exposure; }
+
+uint8_t* ShmSegment::staging(int half) const {
+  if (layout_.staging_bytes == 0) return nullptr;
+  return base_ + staging_begin(layout_) + static_cast<size_t>(half) * layout_.staging_bytes;
 }
 
 void ring_doorbell(ShmDoorbell& d) {

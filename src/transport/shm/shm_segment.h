@@ -1,11 +1,14 @@
 // A rank's shared-memory segment: one receive ring per possible sender, a
-// doorbell (futex word) that peers ring when they give this rank work, and
-// a failure notice per sender. Each
-// ring is a single-producer single-consumer queue of fixed-size slots; the
-// head (consumer) and tail (producer) counters sit on their own cache lines.
+// doorbell (futex word) that peers ring when they give this rank work, a
+// failure notice per sender, and what one-sided steps need of this rank:
+// its flag, the addresses of its buffers in the current call, and its
+// staging area (two halves). Each ring is a single-producer
+// single-consumer queue of fixed-size slots; the head (consumer) and tail
+// (producer) counters sit on their own cache lines.
 #pragma once
 
 #include "core/coll.h"
+#include "core/shared_mem.h"
 #include "core/status.h"
 
 #include <atomic>
@@ -40,6 +43,26 @@ struct alignas(64) ShmNotice {
 };
 static_assert(sizeof(ShmNotice) == 512);
 
+// This rank's flag: (call epoch << 16) | signals made in that call. Peers
+// compare it with the value they wait for; it only grows.
+struct alignas(64) ShmFlag {
+  std::atomic<uint64_t> value{0};
+};
+
+// The buffers of this rank's current one-sided call, written before its
+// first signal of the call: peers read them only after seeing that signal,
+// and this rank rewrites them only in a later call, after every peer that
+// touched its buffers has said it is done.
+struct alignas(64) ShmExposure {
+  // 0 while the owner rewrites the rest (a peer reading it then sees a
+  // changed epoch and knows the owner has left the call it looks for).
+  std::atomic<uint64_t> epoch{0};
+  OpSig sig;                     // the call, for the peers' mismatch check
+  uint64_t addr[2] = {0, 0};     // send, receive buffer (this process's addresses)
+  uint64_t bytes[2] = {0, 0};    // how far peers may reach into each
+  SharedRegionRef region[2];     // the cfxMemAlloc region each lies in (id 0: none)
+};
+
 struct ShmRingControl {
   alignas(64) std::atomic<uint64_t> head{0};  // slots consumed (written by the receiver)
   alignas(64) std::atomic<uint64_t> tail{0};  // slots published (written by the sender)
@@ -52,6 +75,7 @@ class ShmSegment {
     int nslots = 0;
     size_t slot_bytes = 0;
     int channels = 1;  // rings per sender (multi-channel schedules, CONFLUX_TCP_CHANNELS)
+    size_t staging_bytes = 0;  // each of the two staging halves
     size_t slot_stride() const { return sizeof(ShmSlotHeader) + slot_bytes; }
     size_t ring_bytes() const { return sizeof(ShmRingControl) + nslots * slot_stride(); }
     size_t total_bytes() const;
@@ -75,6 +99,11 @@ class ShmSegment {
   ShmNotice& notice(int sender) const;
   ShmSlotHeader& slot_header(int ring_index, uint64_t index) const;
   uint8_t* slot_data(int ring_index, uint64_t index) const;
+  ShmFlag& flag() const;
+  // The address the segment's creator sees for `inside`, a location in our mapping.
+  uint64_t owner_address(const void* inside) const;
+  ShmExposure& exposure() const;
+  uint8_t* staging(int half) const;
 
  private:
   uint8_t* base_ = nullptr;

@@ -3,6 +3,7 @@
 // Unset flags take this machine's calibrated constants.
 #pragma once
 
+#include "core/config.h"
 #include "sim/sim_model.h"
 #include "tune/calibrate.h"
 
@@ -24,8 +25,14 @@ struct ClusterFlags {
   std::string net_curve;
   double call_overhead = -1;
   double switch_cost = -1;
+  bool no_one_sided = false;
+  bool registered = false;
 
   void add_to(CLI::App& app) {
+    app.add_flag("--no-one-sided", no_one_sided,
+                 "No one-sided access between the ranks of a host (as CONFLUX_SHM_COLL=0, or CONFLUX_TRANSPORT=tcp)");
+    app.add_flag("--registered", registered,
+                 "Every rank's buffers are registered cfxMemAlloc memory (cfxCommRegister): peers map them");
     app.add_option("--ranks,-n", ranks, "Total ranks (default hosts x ranks-per-host)");
     app.add_option("--hosts", hosts, "Hosts");
     app.add_option("--ranks-per-host", ranks_per_host, "Ranks per host");
@@ -88,6 +95,9 @@ struct ClusterFlags {
     if (call_overhead >= 0) m.call_us = call_overhead;
     if (switch_cost >= 0) m.switch_us = switch_cost;
     if (all_given) m.reduce_gbps = m.copy_gbps = 0;  // a fully specified model is pure alpha-beta
+    m.one_sided = !tcp_local && !no_one_sided && config().shm_collectives;
+    m.reads_peer_buffers = m.one_sided;
+    m.staging_bytes = m.one_sided ? config().shm_staging_bytes : 0;
     if (source) *source = all_given ? "flags" : "calibration (" + c.source + ") with flag overrides";
     return m;
   }

@@ -1,0 +1,205 @@
+#include "transport/shm/shm_peer_memory.h"
+
+#include "algo/schedule.h"
+#include "core/log.h"
+#include "transport/transport.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace conflux {
+
+namespace {
+
+// Peers free and allocate regions over time: past this many mappings the
+// table is dropped between calls (views handed out during a call are in use
+// until it ends).
+constexpr size_t kMaxMappings = 64;
+
+bool user_buffer(int buf) { return buf == algo::kSendBuf || buf == algo::kRecvBuf; }
+
+}  // namespace
+
+ShmPeerMemory::ShmPeerMemory(const ShmSegment& mine, std::vector<const ShmSegment*> peers, std::vector<int> pids)
+    : mine_(mine), peers_(std::move(peers)), pids_(std::move(pids)) {
+  pidfds_.assign(peers_.size(), -1);
+  for (size_t p = 0; p < peers_.size(); ++p) {
+    if (peers_[p] == nullptr) continue;
+#ifdef SYS_pidfd_open
+    pidfds_[p] = static_cast<int>(syscall(SYS_pidfd_open, pids_[p], 0));
+#endif
+  }
+}
+
+ShmPeerMemory::~ShmPeerMemory() {
+  for (const Mapping& m : mappings_)
+    if (m.at != nullptr) munmap(m.at, m.size);
+  for (int fd : pidfds_)
+    if (fd >= 0) ::close(fd);
+}
+
+bool ShmPeerMemory::reaches(int peer) const {
+  return peer >= 0 && static_cast<size_t>(peer) < peers_.size() && peers_[peer] != nullptr;
+}
+
+int ShmPeerMemory::begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* send, size_t send_bytes,
+                              uint8_t* recv, size_t recv_bytes, bool staging) {
+  if (mappings_.size() >= kMaxMappings) {
+    for (const Mapping& m : mappings_)
+      if (m.at != nullptr) munmap(m.at, m.size);
+    mappings_.clear();
+  }
+  epoch_ = epoch;
+  sig_ = sig;
+  ShmExposure& e = mine_.exposure();
+  e.epoch.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  e.sig = sig;
+  e.addr[0] = reinterpret_cast<uint64_t>(send);
+  e.addr[1] = reinterpret_cast<uint64_t>(recv);
+  e.bytes[0] = send_bytes;
+  e.bytes[1] = recv_bytes;
+  e.region[0] = send_bytes > 0 ? shared_region_of(send) : SharedRegionRef{};
+  e.region[1] = recv_bytes > 0 ? shared_region_of(recv) : SharedRegionRef{};
+  e.epoch.store(epoch, std::memory_order_release);
+  if (staging) half_ = staging_calls_++ % 2;
+  return staging ? half_ : -1;
+}
+
+Status ShmPeerMemory::check_call(int peer) const {
+  const ShmExposure& e = peers_[peer]->exposure();
+  if (e.epoch.load(std::memory_order_acquire) != epoch_) return Status::Ok();
+  const OpSig theirs = e.sig;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (e.epoch.load(std::memory_order_relaxed) != epoch_) return Status::Ok();  // it left the call meanwhile
+  return check_incoming(sig_, 0, theirs, 0, peer);
+}
+
+Result<uint64_t> ShmPeerMemory::remote_address(int peer, int buf, size_t offset, size_t bytes) const {
+  if (!reaches(peer)) return internal_error("one-sided step names rank " + std::to_string(peer) + ", which is not on this host");
+  if (buf == algo::kStaging) {
+    if (offset + bytes > peers_[peer]->layout().staging_bytes)
+      return internal_error("one-sided step reaches past rank " + std::to_string(peer) + "'s staging area");
+    return reinterpret_cast<uint64_t>(peers_[peer]->staging(half_) + offset);
+  }
+  if (!user_buffer(buf)) return internal_error("one-sided step names a private buffer of rank " + std::to_string(peer));
+  const ShmExposure& e = peers_[peer]->exposure();
+  if (const uint64_t seen = e.epoch.load(std::memory_order_acquire); seen != epoch_)
+    return internal_error("rank " + std::to_string(peer) + " has not published its buffers for this call (epoch " +
+                          std::to_string(seen) + ", expected " + std::to_string(epoch_) + ")");
+  const int k = buf == algo::kSendBuf ? 0 : 1;
+  if (offset + bytes > e.bytes[k])
+    return internal_error("one-sided step reaches past rank " + std::to_string(peer) + "'s " +
+                          (k == 0 ? "send" : "receive") + " buffer");
+  return e.addr[k] + offset;
+}
+
+uint8_t* ShmPeerMemory::map_region(int peer, const SharedRegionRef& ref) {
+  for (const Mapping& m : mappings_)
+    if (m.peer == peer && m.id == ref.id) return m.at;
+  int fd = -1;
+#ifdef SYS_pidfd_getfd
+  if (pidfds_[peer] >= 0) fd = static_cast<int>(syscall(SYS_pidfd_getfd, pidfds_[peer], ref.fd, 0));
+#endif
+  if (fd < 0) {
+    const std::string path = "/proc/" + std::to_string(pids_[peer]) + "/fd/" + std::to_string(ref.fd);
+    fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  }
+  void* p = MAP_FAILED;
+  int err = errno;
+  if (fd >= 0) {
+    p = mmap(nullptr, ref.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    err = errno;
+    ::close(fd);
+  }
+  // A failure is remembered (nullptr) and costs only speed: the region is
+  // then reached through the kernel like any buffer.
+  uint8_t* at = p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
+  if (at == nullptr)
+    CFX_WARN(kShm, "cannot map rank %d's cfxMemAlloc buffer (%s); reaching it with process_vm_readv", peer,
+             std::strerror(err));
+  mappings_.push_back(Mapping{peer, ref.id, at, ref.size});
+  return at;
+}
+
+uint8_t* ShmPeerMemory::view(int peer, int buf, size_t offset, size_t bytes) {
+  Result<uint64_t> remote = remote_address(peer, buf, offset, bytes);
+  if (!remote.ok()) return nullptr;
+  if (buf == algo::kStaging) return reinterpret_cast<uint8_t*>(remote.value());
+  const SharedRegionRef& ref = peers_[peer]->exposure().region[buf == algo::kSendBuf ? 0 : 1];
+  if (ref.id == 0 || remote.value() < ref.base || remote.value() + bytes > ref.base + ref.size) return nullptr;
+  uint8_t* at = map_region(peer, ref);
+  return at == nullptr ? nullptr : at + (remote.value() - ref.base);
+}
+
+Status ShmPeerMemory::kernel_copy(int peer, uint64_t remote, void* local, size_t bytes, bool to_peer) {
+  auto* at = static_cast<uint8_t*>(local);
+  while (bytes > 0) {
+    iovec l{at, bytes}, r{reinterpret_cast<void*>(remote), bytes};
+    const ssize_t moved = to_peer ? process_vm_writev(pids_[peer], &l, 1, &r, 1, 0)
+                                  : process_vm_readv(pids_[peer], &l, 1, &r, 1, 0);
+    if (moved <= 0) {
+      const int err = moved < 0 ? errno : EIO;
+      if (err == EINTR) continue;
+      if (err == ESRCH) return remote_error("rank " + std::to_string(peer) + " exited or was killed");
+      return system_error(std::string(to_peer ? "writing" : "reading") + " rank " + std::to_string(peer) +
+                              "'s buffer (" + (to_peer ? "process_vm_writev" : "process_vm_readv") + ")",
+                          err);
+    }
+    at += moved;
+    remote += static_cast<uint64_t>(moved);
+    bytes -= static_cast<size_t>(moved);
+  }
+  return Status::Ok();
+}
+
+Status ShmPeerMemory::read(int peer, int buf, size_t offset, void* to, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  if (const uint8_t* v = view(peer, buf, offset, bytes)) {
+    std::memcpy(to, v, bytes);
+    return Status::Ok();
+  }
+  CFX_ASSIGN_OR_RETURN(uint64_t remote, remote_address(peer, buf, offset, bytes));
+  return kernel_copy(peer, remote, to, bytes, false);
+}
+
+Status ShmPeerMemory::write(int peer, int buf, size_t offset, const void* from, size_t bytes) {
+  if (bytes == 0) return Status::Ok();
+  if (uint8_t* v = view(peer, buf, offset, bytes)) {
+    std::memcpy(v, from, bytes);
+    return Status::Ok();
+  }
+  CFX_ASSIGN_OR_RETURN(uint64_t remote, remote_address(peer, buf, offset, bytes));
+  return kernel_copy(peer, remote, const_cast<void*>(from), bytes, true);
+}
+
+void ShmPeerMemory::signal(uint64_t value) {
+  mine_.flag().value.store(value, std::memory_order_release);
+  for (size_t p = 0; p < peers_.size(); ++p)
+    if (peers_[p] != nullptr) ring_doorbell(peers_[p]->doorbell());
+}
+
+uint64_t ShmPeerMemory::flag(int peer) const { return peers_[peer]->flag().value.load(std::memory_order_acquire); }
+
+bool ShmPeerMemory::kernel_copy_works() {
+  for (size_t p = 0; p < peers_.size(); ++p) {
+    if (peers_[p] == nullptr) continue;
+    // A word of the peer's segment, at the peer's own address of it.
+    uint64_t word = 0;
+    const uint64_t remote = peers_[p]->owner_address(&peers_[p]->flag());
+    Status st = kernel_copy(static_cast<int>(p), remote, &word, sizeof word, false);
+    if (!st.ok()) {
+      CFX_WARN(kShm, "one-sided single-copy algorithms off: %s", st.message().c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace conflux

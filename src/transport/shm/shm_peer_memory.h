@@ -1,0 +1,64 @@
+// One-sided access to the ranks of this host (PeerMemory): flags, buffer
+// tables and staging areas live in each rank's segment, which every
+// same-host peer has mapped. A peer's user buffers are read and written
+// with plain loads and stores where they lie in cfxMemAlloc memory (the
+// region is mapped here once, through pidfd_getfd or /proc/<pid>/fd),
+// else with process_vm_readv/writev (Cross Memory Attach), one kernel copy
+// per byte.
+#pragma once
+
+#include "transport/peer_memory.h"
+#include "transport/shm/shm_segment.h"
+
+#include <vector>
+
+namespace conflux {
+
+class ShmPeerMemory final : public PeerMemory {
+ public:
+  // peers[p]: p's segment (nullptr where p is not on this host); pids by rank.
+  ShmPeerMemory(const ShmSegment& mine, std::vector<const ShmSegment*> peers, std::vector<int> pids);
+  ~ShmPeerMemory() override;
+  ShmPeerMemory(const ShmPeerMemory&) = delete;
+  ShmPeerMemory& operator=(const ShmPeerMemory&) = delete;
+
+  bool reaches(int peer) const override;
+  int begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* send, size_t send_bytes, uint8_t* recv,
+                 size_t recv_bytes, bool staging) override;
+  Status check_call(int peer) const override;
+  uint8_t* staging(int half) const override { return mine_.staging(half); }
+  size_t staging_bytes() const override { return mine_.layout().staging_bytes; }
+  uint8_t* view(int peer, int buf, size_t offset, size_t bytes) override;
+  Status read(int peer, int buf, size_t offset, void* to, size_t bytes) override;
+  Status write(int peer, int buf, size_t offset, const void* from, size_t bytes) override;
+  void signal(uint64_t value) override;
+  uint64_t flag(int peer) const override;
+
+  // Whether process_vm_readv reaches every same-host peer (ptrace rules,
+  // containers): reads a word of each peer's segment through the kernel.
+  bool kernel_copy_works();
+
+ private:
+  struct Mapping {
+    int peer;
+    uint64_t id;
+    uint8_t* at;  // nullptr: mapping failed; use the kernel
+    size_t size;
+  };
+  // The peer's address of (buf, offset) in the current call, after checking
+  // that the peer published this call's buffers and the range fits.
+  Result<uint64_t> remote_address(int peer, int buf, size_t offset, size_t bytes) const;
+  uint8_t* map_region(int peer, const SharedRegionRef& ref);
+  Status kernel_copy(int peer, uint64_t remote, void* local, size_t bytes, bool to_peer);
+
+  const ShmSegment& mine_;
+  std::vector<const ShmSegment*> peers_;
+  std::vector<int> pids_, pidfds_;
+  uint64_t epoch_ = 0;
+  OpSig sig_;
+  int staging_calls_ = 0;  // calls so far that used the staging areas
+  int half_ = 0;
+  std::vector<Mapping> mappings_;
+};
+
+}  // namespace conflux
