@@ -3,13 +3,18 @@
 // memory (ordinary and cfxMemAlloc buffers) and on TCP (one connection per
 // peer, and several: multi-channel). Tiny chunks and
 // slots force the multi-chunk paths.
+#include "core/comm.h"
 #include "core/config.h"
 #include "support/mp_harness.h"
 #include "support/reference.h"
+#include "tune/candidates.h"
+#include "tune/tuner.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 namespace conflux::test {
 namespace {
@@ -140,6 +145,131 @@ INSTANTIATE_TEST_SUITE_P(Shm, MappedAndMixedBuffers,
                          ::testing::Values(MappedParam{2, false}, MappedParam{3, false}, MappedParam{4, false},
                                            MappedParam{2, true}, MappedParam{3, true}, MappedParam{4, true}),
                          mapped_name);
+
+
+// Every one-sided candidate forced, through the same matrix: each case runs
+// on the named algorithm wherever that algorithm can serve it (the default
+// choice elsewhere), with tiny pieces and a small staging area so both
+// sides of the eager limit run. Buffers: ordinary, cfxMemAlloc on odd ranks
+// only (peers mapped on some ranks, read through the kernel on others), and
+// registered cfxMemAlloc on every rank.
+enum class Buffers { kHeap, kMixed, kRegistered };
+
+struct ForcedParam {
+  const char* algo;
+  int nranks;
+  Buffers buffers;
+};
+
+// Makes the communicator's tuner take `name` for this case when it can
+// serve it; "" when it did, else why not (an error when the tuner chose another).
+std::string force_where_it_serves(cfxComm_t comm, int nranks, const CollCase& c, const std::string& name,
+                                  bool registered, int* forced) {
+  tune::Tuner* tuner = comm->tuner();
+  if (tuner == nullptr) return "no tuner";
+  algo::CollArgs a;
+  a.coll = c.coll;
+  a.nranks = nranks;
+  a.count = c.count;
+  a.elem = cfxTypeSize(c.dtype);
+  a.root = c.root;
+  a.in_place = c.in_place;
+  a.registered = registered;
+  a.staging_bytes = tuner->model().staging_bytes;
+  std::string spec;
+  for (const tune::Candidate* cand : tune::candidates_for(c.coll))
+    if (cand->name == name && cand->cannot_serve(a, tuner->model()).empty())
+      spec = std::string(coll_name(c.coll)) + ":" + name;
+  tuner->set_filter(tune::AlgoFilter::parse(spec).value());
+  if (spec.empty()) return "";
+  auto chosen = tuner->choose(a);
+  if (!chosen.ok() || (*chosen)->name != name)
+    return c.str() + ": forcing " + name + " did not take (" + (chosen.ok() ? (*chosen)->name : chosen.status().message()) + ")";
+  ++*forced;
+  return "";
+}
+
+bool has_algorithm(Coll coll, const std::string& name) {
+  for (const tune::Candidate* cand : tune::candidates_for(coll))
+    if (cand->name == name) return true;
+  return false;
+}
+
+class ForcedCandidate : public ::testing::TestWithParam<ForcedParam> {};
+
+TEST_P(ForcedCandidate, MatchesReference) {
+  const ForcedParam p = GetParam();
+  RunOptions opts;
+  opts.env = {{"CONFLUX_CHUNK_SIZE", "256"}, {"CONFLUX_SHM_STAGING_SIZE", "4K"}, {"CONFLUX_TIMEOUT", "60"}};
+  opts.timeout_s = 240;
+  auto body = [p](cfxComm_t comm, int rank, int n) {
+    const bool registered = p.buffers == Buffers::kRegistered;
+    use_shared_buffers(p.buffers == Buffers::kRegistered || (p.buffers == Buffers::kMixed && rank % 2 == 1));
+    use_registered_buffers(registered);
+    if (cfxBarrier(comm) != cfxSuccess) return std::string(cfxGetLastError(comm));  // makes the tuner
+    const std::string name = p.algo;
+    std::string errors;
+    int forced = 0;
+    set_before_each_case([&](cfxComm_t c, int nranks, const CollCase& cc) {
+      std::string e = force_where_it_serves(c, nranks, cc, name, registered, &forced);
+      if (!e.empty() && errors.size() < 4000) errors += e + "\n";
+    });
+    auto check = [&](const CollCase& c) {
+      if (errors.size() > 4000 || !has_algorithm(c.coll, name)) return;
+      std::string e = run_and_check(comm, rank, n, c);
+      if (!e.empty()) errors += e + "\n";
+    };
+    const std::vector<size_t> counts = {0, 1, 7, 13, 1031, static_cast<size_t>(n) * 5 + 3};
+    for (Coll coll : {Coll::kAllReduce, Coll::kReduce, Coll::kReduceScatter})
+      for (cfxDataType_t t : kTypes)
+        for (cfxRedOp_t op : kOps)
+          for (size_t count : counts)
+            for (bool in_place : {false, true})
+              check({coll, t, op, count, static_cast<int>((count + static_cast<size_t>(op)) % n), in_place});
+    for (Coll coll : {Coll::kBroadcast, Coll::kAllGather, Coll::kAlltoAll, Coll::kGather, Coll::kScatter})
+      for (cfxDataType_t t : {cfxInt8, cfxFloat16, cfxFloat64})
+        for (size_t count : counts)
+          for (bool in_place : {false, true}) check({coll, t, cfxSum, count, static_cast<int>(count % n), in_place});
+    // A barrier on the named algorithm too, where it has one.
+    if (has_algorithm(Coll::kBarrier, name)) {
+      errors += force_where_it_serves(comm, n, {Coll::kBarrier, cfxFloat32, cfxSum, 0, 0, false}, name, false, &forced);
+      for (int k = 0; k < 3; ++k)
+        if (cfxBarrier(comm) != cfxSuccess) errors += std::string("barrier: ") + cfxGetLastError(comm) + "\n";
+    }
+    // Multi-piece sizes: 64 KiB pieces at the default chunk size.
+    setenv("CONFLUX_CHUNK_SIZE", "64K", 1);
+    reload_config();
+    for (Coll coll : {Coll::kAllReduce, Coll::kReduce, Coll::kReduceScatter, Coll::kBroadcast, Coll::kAllGather,
+                      Coll::kAlltoAll, Coll::kGather, Coll::kScatter})
+      for (bool in_place : {false, true}) check({coll, cfxFloat32, cfxSum, (300007u / n) | 1u, n - 1, in_place});
+    set_before_each_case(nullptr);
+    if (forced == 0) errors += name + " served no case\n";
+    return errors;
+  };
+  EXPECT_EQ(summarize(run_ranks(p.nranks, body, opts)), "");
+}
+
+std::string forced_name(const ::testing::TestParamInfo<ForcedParam>& info) {
+  const char* kinds[] = {"heap", "mixed", "registered"};
+  return std::string(info.param.algo) + "_" + std::to_string(info.param.nranks) + "ranks_" +
+         kinds[static_cast<int>(info.param.buffers)];
+}
+
+std::vector<ForcedParam> forced_params() {
+  std::vector<ForcedParam> out;
+  for (const char* algo : {"eager", "direct", "push", "split", "flag"})
+    for (int n : {2, 3, 4, 5, 8})
+      for (Buffers b : {Buffers::kHeap, Buffers::kMixed, Buffers::kRegistered}) {
+        if (n == 8 && b != Buffers::kHeap) continue;
+        // Eager copies through the staging area whatever the buffers: heap only.
+        if (std::string(algo) == "eager" && b != Buffers::kHeap && n != 3) continue;
+        if (std::string(algo) == "flag" && b != Buffers::kHeap) continue;
+        out.push_back({algo, n, b});
+      }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(OneSided, ForcedCandidate, ::testing::ValuesIn(forced_params()), forced_name);
 
 }  // namespace
 }  // namespace conflux::test

@@ -7,6 +7,7 @@
 #include <new>
 #include <type_traits>
 #include <cstring>
+#include <memory>
 
 namespace conflux::test {
 
@@ -18,6 +19,30 @@ std::string CollCase::str() const {
 namespace {
 
 bool g_shared_buffers = false;
+bool g_registered = false;
+std::function<void(cfxComm_t, int, const CollCase&)> g_before_case;
+
+// A buffer registered with the communicator for one case.
+class Registered {
+ public:
+  Registered(cfxComm_t comm, void* p, size_t bytes) : comm_(comm) {
+    if (bytes > 0 && cfxCommRegister(comm, p, bytes, &handle_) != cfxSuccess) {
+      error_ = cfxGetLastError(comm);
+      handle_ = nullptr;
+    }
+  }
+  ~Registered() {
+    if (handle_ != nullptr) cfxCommDeregister(comm_, handle_);
+  }
+  Registered(const Registered&) = delete;
+  Registered& operator=(const Registered&) = delete;
+  const std::string& error() const { return error_; }
+
+ private:
+  cfxComm_t comm_;
+  void* handle_ = nullptr;
+  std::string error_;
+};
 
 // Test buffers from cfxMemAlloc when use_shared_buffers(true) was in force
 // at the vector's construction, else the heap.
@@ -72,6 +97,8 @@ struct Checker {
 }  // namespace
 
 void use_shared_buffers(bool on) { g_shared_buffers = on; }
+void use_registered_buffers(bool on) { g_registered = on; }
+void set_before_each_case(std::function<void(cfxComm_t, int, const CollCase&)> hook) { g_before_case = std::move(hook); }
 
 std::string run_and_check(cfxComm_t comm, int rank, int n, const CollCase& c) {
   const size_t elem = cfxTypeSize(c.dtype);
@@ -118,6 +145,13 @@ std::string run_and_check(cfxComm_t comm, int rank, int n, const CollCase& c) {
         break;
     }
   }
+  std::vector<std::unique_ptr<Registered>> registered;
+  if (g_registered && g_shared_buffers)
+    for (Bytes* b : {&send, &recv}) {
+      registered.push_back(std::make_unique<Registered>(comm, b->data(), b->size()));
+      if (!registered.back()->error().empty()) return c.str() + ": cfxCommRegister: " + registered.back()->error();
+    }
+  if (g_before_case) g_before_case(comm, n, c);
   cfxResult_t r = cfxSuccess;
   switch (c.coll) {
     case Coll::kAllReduce: r = cfxAllReduce(sendp, recvp, count, c.dtype, c.op, comm); break;

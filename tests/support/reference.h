@@ -10,6 +10,7 @@
 #include <conflux/conflux.h>
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -36,6 +37,12 @@ struct CollCase {
 // When on, run_and_check puts its buffers in cfxMemAlloc memory (the
 // intra-host path then maps peers' buffers instead of process_vm_readv).
 void use_shared_buffers(bool on);
+// When on (with shared buffers), run_and_check also registers its buffers
+// with the communicator (cfxCommRegister) for the call.
+void use_registered_buffers(bool on);
+// Called before each case run_and_check runs (tests force an algorithm per
+// case with it); none by default.
+void set_before_each_case(std::function<void(cfxComm_t, int nranks, const CollCase&)> hook);
 
 // Runs one case on this rank and returns "" or a description of the first
 // wrong elements (and the library's error, if the call failed).
