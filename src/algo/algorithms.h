@@ -34,6 +34,9 @@ struct CollArgs {
   // Every rank's buffers are registered cfxMemAlloc memory: one-sided steps
   // reach them with loads and stores (the cost model's concern only).
   bool registered = false;
+  // The call is split over this many TCP channels (algo/channels.h): only
+  // algorithms whose schedules split can serve it.
+  int channels = 1;
 
   int ring_rank(int pos) const;  // rank at ring position pos (mod n)
   int ring_pos(int r) const;
@@ -95,6 +98,11 @@ Schedule bruck_alltoall(const CollArgs& a);
 bool hier_supported(const CollArgs& a);
 // AllReduce: 2(l-1) + 2(h-1) steps; 2 (l-1)/l + 2 (h-1)/(h l) x bytes per rank.
 Schedule hier_allreduce(const CollArgs& a);
+// AllReduce with one-sided host-local phases (every host's ranks share its
+// memory): each local rank reduces its part from the host's inputs, the
+// parts are AllReduced across hosts by ring, and each rank writes its part
+// into its host peers' outputs. No slot-ring copies inside a host.
+Schedule hier_direct_allreduce(const CollArgs& a);
 // Broadcast: pipelined chain across hosts among the ranks in the root's
 // local slot, then a chain inside every host: (h-1) + (l-1) hops + chunks;
 // each rank sends <= bytes, one inter-host transfer per host.

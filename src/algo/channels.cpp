@@ -89,6 +89,7 @@ std::optional<Schedule> split_channels(const CollArgs& a, int channels, Builder 
     };
     for (size_t i = 0; i < sub.steps.size(); ++i) {
       Step st = sub.steps[i];
+      if (is_one_sided(st.kind)) return std::nullopt;  // flags count one call's signals: not splittable
       std::vector<int> after;
       for (uint32_t k = 0; k < st.dep_count; ++k) after.push_back(static_cast<int>(index_of[sub.deps[st.dep_begin + k]]));
       if (st.kind == StepKind::kCopy) {

@@ -166,6 +166,76 @@ Schedule hier_allreduce(const CollArgs& a) {
   return s;
 }
 
+// Two-level AllReduce whose host-local phases are one-sided: (1) local
+// rank l reduces part l straight from its host's ranks' inputs, (2) ring
+// AllReduce of part l across hosts among the ranks of slot l (as hier),
+// (3) it writes part l into every local peer's output. Each byte crosses
+// the host's memory once per phase instead of through slot rings.
+Schedule hier_direct_allreduce(const CollArgs& a) {
+  Schedule s;
+  s.algorithm = hier_supported(a) ? "hier_direct" : "unsupported";
+  if (s.algorithm != "hier_direct") return s;
+  const size_t bytes = a.count * a.elem;
+  if (a.nranks == 1 || bytes == 0) {
+    if (!a.in_place && bytes > 0) s.copy({kSendBuf, 0, bytes}, {kRecvBuf, 0, bytes});
+    return s;
+  }
+  const Layout L = layout_of(a);
+  const int nl = static_cast<int>(L.local.size()), nh = static_cast<int>(L.slot.size());
+  const Slice mine{kSendBuf, part_begin(a.count, nl, L.l) * a.elem, part_size(a.count, nl, L.l) * a.elem};
+  const Slice out{kRecvBuf, mine.offset, mine.bytes};
+  const size_t piece = std::max(a.elem, std::min(kOneSidedPieceBytes, a.chunk_bytes) / a.elem * a.elem);
+  auto pieces_of = [&](const Slice& sl) {
+    std::vector<Slice> ps;
+    const size_t k = chunk_count(sl.bytes, a.elem, piece);
+    for (size_t c = 0; c < k; ++c) ps.push_back(chunk_of(sl, a.elem, k, c));
+    return ps;
+  };
+  // (1) Arrive, then reduce our part from every local rank's input.
+  std::vector<int> ready;
+  if (nl > 1) {
+    ready.push_back(s.signal());
+    for (int p : L.local)
+      if (p != a.rank) ready.push_back(s.wait(p, 1));
+  }
+  std::vector<int> phase;
+  for (const Slice& pc : pieces_of(mine)) {
+    if (pc.bytes == 0) continue;
+    std::vector<Source> src{{-1, pc}};
+    for (int p : L.local)
+      if (p != a.rank) src.push_back({p, pc});
+    phase.push_back(s.reduce_from(src, {kRecvBuf, pc.offset, pc.bytes}, ready));
+  }
+  int f = fence(s, phase);
+  if (f < 0) f = fence(s, ready);
+  // (2) Across hosts, in place on our part.
+  if (nh > 1 && out.bytes > 0) {
+    CollArgs sub;
+    sub.coll = Coll::kAllReduce;
+    sub.nranks = nh;
+    sub.rank = L.h;
+    sub.count = out.bytes / a.elem;
+    sub.elem = a.elem;
+    sub.in_place = true;
+    sub.chunk_bytes = a.chunk_bytes;
+    phase = append_remapped(s, ring_allreduce(sub), L.slot, out.offset, true, f);
+    f = fence(s, phase);
+  }
+  // (3) Our part into every local peer's output; done when they all are.
+  if (nl > 1) {
+    std::vector<int> work{f};
+    for (const Slice& pc : pieces_of(out))
+      for (int k = 1; k < nl; ++k) {
+        const int q = L.local[(L.l + k) % nl];
+        if (pc.bytes > 0) work.push_back(s.write(q, pc, pc, {f}));
+      }
+    s.signal(work);
+    for (int p : L.local)
+      if (p != a.rank) s.wait(p, 2);
+  }
+  return s;
+}
+
 }  // namespace conflux::algo
 
 namespace conflux::algo {

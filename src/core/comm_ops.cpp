@@ -31,16 +31,18 @@ namespace {
 // when the algorithm's parts stay contiguous (algo/channels.h).
 Result<algo::Schedule> build_schedule(algo::CollArgs& a, tune::Tuner* tuner, int channels) {
   algo::Builder build = nullptr;
+  bool one_sided = false;
   if (tuner) {
     CFX_ASSIGN_OR_RETURN(const tune::Candidate* chosen, tuner->choose(a));
     tune::fill_hosts(&a, tuner->model());  // hierarchical algorithms read the placement
     build = chosen->build;
+    one_sided = chosen->one_sided;
   } else {
     // The registry's first candidate of each collective is the pre-tuner default.
     const tune::Candidate* fallback = tune::default_candidate(a.coll);
     build = fallback != nullptr ? fallback->build : algo::point_to_point;
   }
-  if (channels > 1 && algo::channels_can_split(a.coll, build) && a.count >= static_cast<size_t>(channels)) {
+  if (channels > 1 && !one_sided && algo::channels_can_split(a.coll, build) && a.count >= static_cast<size_t>(channels)) {
     std::optional<algo::Schedule> split = algo::split_channels(a, channels, build);
     if (!split) return internal_error("cannot split the schedule over " + std::to_string(channels) + " channels");
     return std::move(*split);
@@ -391,7 +393,8 @@ Status cfxComm::run_collective(const OpDesc& op) {
   if (op.coll == Coll::kAllGather || op.coll == Coll::kReduceScatter || op.coll == Coll::kAlltoAll)
     call_bytes *= static_cast<size_t>(nranks_);
   const int channels = !channel_link_ptrs_.empty() && call_bytes >= channel_min_bytes_ ? tcp_channels_ : 1;
-  auto built = build_schedule(a, tuner, channels);
+  a.channels = a.count >= static_cast<size_t>(channels) ? channels : 1;
+  auto built = build_schedule(a, tuner, a.channels);
   if (!built.ok()) return Status(built.status()).prepend(std::string(coll_name(op.coll)) + ": ");
   algo::Schedule sched = std::move(built).value();
 

@@ -41,6 +41,17 @@ std::string hier_needs_regular_hosts(const algo::CollArgs& a, const sim::Cluster
   return {};
 }
 
+// Hierarchical with one-sided host-local phases: hier's layout, and
+// one-sided access inside every host.
+std::string hier_direct_reaches(const algo::CollArgs& a, const sim::ClusterModel& m) {
+  std::string why = hier_needs_regular_hosts(a, m);
+  if (!why.empty()) return why;
+  if (!m.one_sided) return "no one-sided access between the ranks of a host (one rank per host, or CONFLUX_SHM_COLL=0)";
+  if (!a.registered && !m.reads_peer_buffers)
+    return "peers' ordinary buffers are out of reach (process_vm_readv refused); register cfxMemAlloc buffers";
+  return {};
+}
+
 std::vector<Candidate>& registry() {
   // First of each collective: what the library ran before the tuner.
   // Symmetric: rotating every rank by one host maps the schedules onto
@@ -52,6 +63,7 @@ std::vector<Candidate>& registry() {
       {"rhd", Coll::kAllReduce, algo::rhd_allreduce, false, serves_any},
       {"rd", Coll::kAllReduce, algo::rd_allreduce, false, serves_any},
       {"hier", Coll::kAllReduce, algo::hier_allreduce, true, hier_needs_regular_hosts},
+      {"hier_direct", Coll::kAllReduce, algo::hier_direct_allreduce, true, hier_direct_reaches, true},
       {"ring", Coll::kAllGather, algo::ring_allgather, true, serves_any},
       {"rhd", Coll::kAllGather, algo::rhd_allgather, false, serves_any},
       {"bruck", Coll::kAllGather, algo::bruck_allgather, false, serves_any},
@@ -71,25 +83,25 @@ std::vector<Candidate>& registry() {
       {"linear", Coll::kScatter, algo::linear_scatter, false, serves_any},
       {"dissemination", Coll::kBarrier, algo::dissemination_barrier, true, serves_any},
       // One host, one-sided: through the staging areas, or single-copy.
-      {"eager", Coll::kAllReduce, algo::eager_allreduce, false, eager_fits},
-      {"direct", Coll::kAllReduce, algo::direct_allreduce, false, direct_reaches},
-      {"eager", Coll::kAllGather, algo::eager_allgather, false, eager_fits},
-      {"direct", Coll::kAllGather, algo::direct_allgather, false, direct_reaches},
-      {"push", Coll::kAllGather, algo::push_allgather, false, direct_reaches},
-      {"eager", Coll::kReduceScatter, algo::eager_reducescatter, false, eager_fits},
-      {"direct", Coll::kReduceScatter, algo::direct_reducescatter, false, direct_reaches},
-      {"eager", Coll::kBroadcast, algo::eager_broadcast, false, eager_fits},
-      {"direct", Coll::kBroadcast, algo::direct_broadcast, false, direct_reaches},
-      {"split", Coll::kBroadcast, algo::split_broadcast, false, direct_reaches},
-      {"eager", Coll::kReduce, algo::eager_reduce, false, eager_fits},
-      {"direct", Coll::kReduce, algo::direct_reduce, false, direct_reaches},
-      {"eager", Coll::kAlltoAll, algo::eager_alltoall, false, eager_fits},
-      {"direct", Coll::kAlltoAll, algo::direct_alltoall, false, direct_reaches},
-      {"eager", Coll::kGather, algo::eager_gather, false, eager_fits},
-      {"direct", Coll::kGather, algo::direct_gather, false, direct_reaches},
-      {"eager", Coll::kScatter, algo::eager_scatter, false, eager_fits},
-      {"direct", Coll::kScatter, algo::direct_scatter, false, direct_reaches},
-      {"flag", Coll::kBarrier, algo::flag_barrier, false, needs_one_host},
+      {"eager", Coll::kAllReduce, algo::eager_allreduce, false, eager_fits, true},
+      {"direct", Coll::kAllReduce, algo::direct_allreduce, false, direct_reaches, true},
+      {"eager", Coll::kAllGather, algo::eager_allgather, false, eager_fits, true},
+      {"direct", Coll::kAllGather, algo::direct_allgather, false, direct_reaches, true},
+      {"push", Coll::kAllGather, algo::push_allgather, false, direct_reaches, true},
+      {"eager", Coll::kReduceScatter, algo::eager_reducescatter, false, eager_fits, true},
+      {"direct", Coll::kReduceScatter, algo::direct_reducescatter, false, direct_reaches, true},
+      {"eager", Coll::kBroadcast, algo::eager_broadcast, false, eager_fits, true},
+      {"direct", Coll::kBroadcast, algo::direct_broadcast, false, direct_reaches, true},
+      {"split", Coll::kBroadcast, algo::split_broadcast, false, direct_reaches, true},
+      {"eager", Coll::kReduce, algo::eager_reduce, false, eager_fits, true},
+      {"direct", Coll::kReduce, algo::direct_reduce, false, direct_reaches, true},
+      {"eager", Coll::kAlltoAll, algo::eager_alltoall, false, eager_fits, true},
+      {"direct", Coll::kAlltoAll, algo::direct_alltoall, false, direct_reaches, true},
+      {"eager", Coll::kGather, algo::eager_gather, false, eager_fits, true},
+      {"direct", Coll::kGather, algo::direct_gather, false, direct_reaches, true},
+      {"eager", Coll::kScatter, algo::eager_scatter, false, eager_fits, true},
+      {"direct", Coll::kScatter, algo::direct_scatter, false, direct_reaches, true},
+      {"flag", Coll::kBarrier, algo::flag_barrier, false, needs_one_host, true},
   };
   return all;
 }

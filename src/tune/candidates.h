@@ -19,6 +19,9 @@ struct Candidate {
   bool host_rotation_symmetric = false;
   // Why this algorithm cannot serve `a` on `m`; empty when it can.
   std::string (*cannot_serve)(const algo::CollArgs& a, const sim::ClusterModel& m) = nullptr;
+  // Its schedules have one-sided steps: they are not split over TCP
+  // channels (flags count one call's signals, and the steps name no channel).
+  bool one_sided = false;
 };
 
 // Candidates for one collective, in a fixed order (ties go to the first).

@@ -1,5 +1,6 @@
 #include "tune/tuner.h"
 
+#include "algo/channels.h"
 #include "core/log.h"
 
 #include <cstdio>
@@ -90,6 +91,20 @@ Result<Decision> decide(const algo::CollArgs& args, const sim::ClusterModel& m, 
     if (p.why_not.empty()) usable.push_back(c);
     d.predictions.push_back(p);
   }
+  // A call split over TCP channels takes an algorithm whose schedules split,
+  // where one can serve it (else it runs on one channel).
+  if (a.channels > 1) {
+    const std::string unsplit =
+        "its schedules are not split over the " + std::to_string(a.channels) + " TCP channels this call uses";
+    auto splits = [&](const Candidate* c) { return !c->one_sided && algo::channels_can_split(a.coll, c->build); };
+    if (std::any_of(usable.begin(), usable.end(), splits)) {
+      for (Prediction& p : d.predictions)
+        for (const Candidate* c : usable)
+          if (c->name == p.algo && !splits(c)) p.why_not = unsplit;
+      usable.erase(std::remove_if(usable.begin(), usable.end(), [&](const Candidate* c) { return !splits(c); }),
+                   usable.end());
+    }
+  }
   if (usable.empty()) {
     std::string msg = std::string(coll_name(a.coll)) + " of " + std::to_string(bytes) + " bytes on " +
                       std::to_string(m.nranks) + " ranks: no algorithm can serve it";
@@ -153,7 +168,7 @@ Result<Decision> decide(const algo::CollArgs& args, const sim::ClusterModel& m, 
 
 Result<const Candidate*> Tuner::choose(const algo::CollArgs& a) {
   std::lock_guard lock(mutex_);
-  auto key = std::make_tuple(static_cast<int>(a.coll), call_bytes(a), a.registered);
+  auto key = std::make_tuple(static_cast<int>(a.coll), call_bytes(a), a.registered, a.channels);
   auto it = memo_.find(key);
   if (it != memo_.end()) return it->second;
   DecideOptions opt;

@@ -74,7 +74,7 @@ class Tuner {
   std::string layout_;
   bool use_model_ = true;
   std::mutex mutex_;
-  std::map<std::tuple<int, size_t, bool>, const Candidate*> memo_;  // (collective, bytes, registered)
+  std::map<std::tuple<int, size_t, bool, int>, const Candidate*> memo_;  // (collective, bytes, registered, channels)
 };
 
 // Bytes the size ranges of CONFLUX_ALGO and the memo refer to: the call's

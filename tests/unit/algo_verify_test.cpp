@@ -185,6 +185,11 @@ TEST(Hierarchical, AllReduceOverHostLayouts) {
                            {{1, 1}, {1, 4}, {4, 1}, {2, 2}, {2, 3}, {3, 4}, {4, 8}, {8, 8}, {16, 16}}, {0, 1, 7, 31});
 }
 
+TEST(Hierarchical, AllReduceWithOneSidedHostPhasesOverHostLayouts) {
+  verify_over_host_layouts(Coll::kAllReduce, hier_direct_allreduce,
+                           {{1, 1}, {1, 4}, {4, 1}, {2, 2}, {2, 3}, {3, 4}, {4, 8}}, {0, 1, 7, 31});
+}
+
 TEST(Hierarchical, BroadcastOverHostLayoutsAndRoots) {
   for (auto [hosts, per] : std::vector<std::pair<int, int>>{{1, 1}, {1, 4}, {4, 1}, {2, 3}, {3, 4}, {8, 8}})
     for (bool round_robin : {false, true})
