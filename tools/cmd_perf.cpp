@@ -31,6 +31,7 @@ struct PerfOptions {
   int root = 0;
   bool oop_only = false;
   bool memalloc = false;
+  int registration = 0;  // -R 1: cfxCommRegister the (cfxMemAlloc) buffers, as nccl-tests' -R
 };
 
 // A benchmark buffer, zero-filled: from the heap, or from cfxMemAlloc
@@ -211,13 +212,25 @@ int run_perf(const PerfOptions& o) {
   size_t sc = 0, rc = 0;
   conflux::tools::perf_buffer_counts(coll, max_count, nranks, &sc, &rc);
   for (PerfBuffer* buf : {&b.send, &b.recv}) {
-    if (cfxResult_t r = buf->allocate(std::max(sc, rc) * b.elem + 64, o.memalloc); r != cfxSuccess) {
+    if (cfxResult_t r = buf->allocate(std::max(sc, rc) * b.elem + 64, o.memalloc || o.registration != 0); r != cfxSuccess) {
       std::fprintf(stderr, "conflux perf: rank %d: buffers of %zu bytes: %s\n", rank, std::max(sc, rc) * b.elem + 64,
                    cfxGetLastError(nullptr));
       cfxCommDestroy(comm);
       return 2;
     }
   }
+  // Registered for the whole run (nccl-tests registers once, too).
+  std::vector<void*> handles;
+  if (o.registration != 0)
+    for (PerfBuffer* buf : {&b.send, &b.recv}) {
+      void* h = nullptr;
+      if (cfxCommRegister(comm, buf->data(), std::max(sc, rc) * b.elem + 64, &h) != cfxSuccess) {
+        std::fprintf(stderr, "conflux perf: rank %d: %s\n", rank, cfxGetLastError(comm));
+        cfxCommDestroy(comm);
+        return 2;
+      }
+      handles.push_back(h);
+    }
 
   const bool rooted = coll == PerfColl::kBroadcast || coll == PerfColl::kReduce || coll == PerfColl::kGather ||
                       coll == PerfColl::kScatter;
@@ -301,6 +314,7 @@ int run_perf(const PerfOptions& o) {
     std::printf("# Out of bounds values : %zu %s\n", total_wrong, total_wrong == 0 ? "OK" : "FAILED");
     std::printf("# Avg bus bandwidth    : %g \n#\n", busbw_points ? busbw_sum / busbw_points : 0.0);
   }
+  for (void* h : handles) cfxCommDeregister(comm, h);
   cfxCommDestroy(comm);
   if (failed) return 1;
   return total_wrong == 0 ? 0 : 3;
@@ -325,6 +339,9 @@ const conflux::tools::RegisterCommand kPerf{
       app.add_option("-r,--root", o->root, "root rank of rooted collectives");
       app.add_flag("--oop-only", o->oop_only, "skip the in-place pass");
       app.add_flag("--memalloc", o->memalloc, "buffers from cfxMemAlloc (shared memory) instead of the heap");
+      app.add_option("-R,--local_register", o->registration,
+                     "1: register the buffers with the communicator (cfxCommRegister; implies --memalloc)")
+          ->check(CLI::Range(0, 1));
       return [o] { return run_perf(*o); };
     }};
 
