@@ -32,6 +32,7 @@ struct PerfOptions {
   bool oop_only = false;
   bool memalloc = false;
   int registration = 0;  // -R 1: cfxCommRegister the (cfxMemAlloc) buffers, as nccl-tests' -R
+  double min_time = 0;   // --min-time: time each size for at least this many seconds
 };
 
 // A benchmark buffer, zero-filled: from the heap, or from cfxMemAlloc
@@ -269,6 +270,20 @@ int run_perf(const PerfOptions& o) {
       for (int it = 0; it < o.iters && !failed; ++it) failed = b.once(count, in_place) != cfxSuccess;
       double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / o.iters;
       if (failed) break;
+      if (o.min_time > 0) {
+        // The first batch was a warm-up too: time again for at least
+        // min_time, as many iterations as the slowest rank needs (agreed).
+        double slowest = 0;
+        cfxAllReduce(&sec, &slowest, 1, cfxFloat64, cfxMax, comm);
+        if (slowest * o.iters < o.min_time) {
+          const long more = std::min(100'000'000L, static_cast<long>(o.min_time / std::max(slowest, 1e-9)) + 1);
+          cfxBarrier(comm);
+          t0 = std::chrono::steady_clock::now();
+          for (long it = 0; it < more && !failed; ++it) failed = b.once(count, in_place) != cfxSuccess;
+          sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / static_cast<double>(more);
+          if (failed) break;
+        }
+      }
       double avg = allreduce_avg(comm, sec, nranks);
       res[pass].us = avg * 1e6;
       res[pass].algbw = avg > 0 ? static_cast<double>(shown_bytes) / avg / 1e9 : 0;
@@ -333,6 +348,9 @@ const conflux::tools::RegisterCommand kPerf{
       app.add_option("-i,--stepbytes", o->step_bytes, "add this to the size each step (instead of -f)");
       app.add_option("-n,--iters", o->iters, "timed iterations per size");
       app.add_option("-w,--warmup_iters", o->warmup, "untimed iterations per size");
+      app.add_option("--min-time", o->min_time,
+                     "time each size for at least this many seconds (after the -n batch, which warms up too)")
+          ->check(CLI::NonNegativeNumber);
       app.add_option("-c,--check", o->check, "check results (1) or not (0)");
       app.add_option("-d,--datatype", o->dtype, "int8|uint8|int32|uint32|int64|uint64|half|float|double|bfloat16");
       app.add_option("-o,--op", o->op, "sum|prod|max|min|avg");

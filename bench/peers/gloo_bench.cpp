@@ -137,7 +137,7 @@ long check(Coll c, const float* out, size_t cnt, size_t rc, int rank, int n) {
 
 int main(int argc, char** argv) {
   if (argc < 8) {
-    std::fprintf(stderr, "usage: %s COLL MINBYTES MAXBYTES FACTOR ITERS WARMUP CHECK\n", argv[0]);
+    std::fprintf(stderr, "usage: %s COLL MINBYTES MAXBYTES FACTOR ITERS WARMUP CHECK [MIN_SECONDS]\n", argv[0]);
     return 2;
   }
   std::string name = argv[1];
@@ -161,6 +161,9 @@ int main(int argc, char** argv) {
   size_t minb = parse_size(argv[2]), maxb = parse_size(argv[3]);
   int factor = std::max(std::atoi(argv[4]), 2), iters = std::max(std::atoi(argv[5]), 1);
   int warmup = std::atoi(argv[6]), docheck = std::atoi(argv[7]);
+  // Time each size for at least this long (after a first batch of ITERS,
+  // which also warms up): every library is then timed past its warm-up.
+  const double min_seconds = argc > 8 ? std::atof(argv[8]) : 0;
 
   gloo::transport::tcp::attr attr;
   attr.hostname = "127.0.0.1";
@@ -192,6 +195,14 @@ int main(int argc, char** argv) {
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < iters; ++i) run_once(c, base, in.data(), out.data(), cnt, sc, rc);
     double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+    const double total = allreduce_scalar(base, sec);  // the same on every rank: it picks the count
+    if (min_seconds > 0 && total / n * iters < min_seconds) {
+      const long more = std::min(100000000L, static_cast<long>(min_seconds / std::max(total / n, 1e-9)) + 1);
+      barrier(base);
+      t0 = std::chrono::steady_clock::now();
+      for (long i = 0; i < more; ++i) run_once(c, base, in.data(), out.data(), cnt, sc, rc);
+      sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / static_cast<double>(more);
+    }
     double avg = allreduce_scalar(base, sec) / n;
     long wrong = 0;
     if (docheck) {

@@ -100,12 +100,15 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   if (argc < 8 || coll_of(argv[1]) < 0) {
-    if (rank == 0) fprintf(stderr, "usage: %s COLL MINBYTES MAXBYTES FACTOR ITERS WARMUP CHECK\n", argv[0]);
+    if (rank == 0) fprintf(stderr, "usage: %s COLL MINBYTES MAXBYTES FACTOR ITERS WARMUP CHECK [MIN_SECONDS]\n", argv[0]);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   int c = coll_of(argv[1]);
   size_t minb = parse_size(argv[2]), maxb = parse_size(argv[3]);
   int factor = atoi(argv[4]), iters = atoi(argv[5]), warmup = atoi(argv[6]), docheck = atoi(argv[7]);
+  /* Time each size for at least this long (after a first batch of ITERS,
+     which also warms up): every library is then timed past its warm-up. */
+  double min_seconds = argc > 8 ? atof(argv[8]) : 0;
   if (factor < 2) factor = 2;
   if (iters < 1) iters = 1;
   size_t maxcnt = maxb / sizeof(float) + 1;
@@ -131,7 +134,16 @@ int main(int argc, char** argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     for (int it = 0; it < iters; ++it) run_once(c, in, out, cnt, sc, rc, n);
-    double sec = (MPI_Wtime() - t0) / iters, sum = 0;
+    double sec = (MPI_Wtime() - t0) / iters, sum = 0, slowest = 0;
+    MPI_Allreduce(&sec, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (min_seconds > 0 && slowest * iters < min_seconds) {
+      long more = (long)(min_seconds / (slowest > 0 ? slowest : 1e-9)) + 1;
+      if (more > 100000000L) more = 100000000L;
+      MPI_Barrier(MPI_COMM_WORLD);
+      t0 = MPI_Wtime();
+      for (long it = 0; it < more; ++it) run_once(c, in, out, cnt, sc, rc, n);
+      sec = (MPI_Wtime() - t0) / (double)more;
+    }
     MPI_Allreduce(&sec, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     double avg = sum / n;
     long wrong = 0, wsum = 0;
