@@ -4,7 +4,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ clang pkg-config
   libhwloc-dev libfabric-dev libpugixml-dev libcli11-dev libssl-dev
-  libgtest-dev libbenchmark-dev
+  libgtest-dev libbenchmark-dev nlohmann-json3-dev
   pybind11-dev python3-dev python3-numpy python3-torch libtorch-dev
   openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev python3-matplotlib
 )

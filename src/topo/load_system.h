@@ -25,3 +25,13 @@ Result<System> load_system();
 void reset_system_cache();
 
 }  // namespace conflux::topo
+
+namespace conflux::topo {
+
+// A host topology for `conflux vm`: "live" (hwloc discovery of this
+// machine), an NCCL topology file (<system>) or an hwloc XML dump
+// (<topology>), told apart by the root element. Malformed XML is an error
+// naming the line.
+Result<System> load_any_topology(const std::string& arg);
+
+}  // namespace conflux::topo
