@@ -114,14 +114,12 @@ std::vector<std::string> qemu_args(const VmPlan& plan, bool standin) {
   }
   for (const auto& dev : plan.devices) {
     const std::string& port = plan.controllers[static_cast<size_t>(dev.port)].id;
-    std::string d;
-    if (!standin)
-      d = "vfio-pci,host=" + dev.host_busid + ",id=" + dev.qemu_id;
-    else if (dev.kind == DeviceKind::kGpu)
-      d = "virtio-gpu-pci,id=" + dev.qemu_id;
-    else
-      d = "virtio-net-pci,id=" + dev.qemu_id + ",romfile=";  // no iPXE ROM: nothing to boot from it
-    arg("-device", d + ",bus=" + port + ",addr=0x0");
+    std::string model = !standin ? "vfio-pci,host=" + dev.host_busid
+                        : dev.kind == DeviceKind::kGpu ? std::string("virtio-gpu-pci")
+                                                       : std::string("virtio-net-pci");
+    std::string d = model + ",id=" + dev.qemu_id + ",bus=" + port + ",addr=0x0";
+    if (standin && dev.kind == DeviceKind::kNic) d += ",romfile=";  // no iPXE ROM: nothing boots from it
+    arg("-device", d);
   }
   return a;
 }
