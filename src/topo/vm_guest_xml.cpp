@@ -131,14 +131,21 @@ Result<XmlNode> guest_xml_from_host(const System& host_in, const SysfsSnapshot& 
   for (int h : host_nodes) rank[h] = static_cast<int>(rank.size());
   const int guest_nodes = static_cast<int>(guest.node_cpus.size());
   std::map<int, int> numa_of;  // match index -> guest node
-  bool lost = false;
+  bool lost = false, inferred = false;
   for (size_t i = 0; i < matches.size(); ++i) {
     const PciFunction* f = guest.find(matches[i].guest_busid);
     int n = f ? f->numa : -1;
-    if (n < 0) n = rank[host.devices[matches[i].host].numa] < guest_nodes ? rank[host.devices[matches[i].host].numa] : -1;
+    if (n < 0) {
+      n = rank[host.devices[matches[i].host].numa] < guest_nodes ? rank[host.devices[matches[i].host].numa] : -1;
+      inferred |= n >= 0;
+    }
     if (n < 0 && host_nodes.size() > 1) lost = true;
     numa_of[static_cast<int>(i)] = n;
   }
+  if (inferred)
+    note(Diagnostic::Level::kInfo, "guest-numa-inferred",
+         "the guest kernel gives some devices no NUMA node (numa_node -1): the file puts them on the guest node of "
+         "the same rank as their host node; bind each guest node's vCPUs and memory to that host node");
   if (lost)
     note(Diagnostic::Level::kWarn, "guest-numa-missing",
          "the host's devices span " + std::to_string(host_nodes.size()) + " NUMA nodes but the guest has " +

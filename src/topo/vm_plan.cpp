@@ -401,6 +401,12 @@ struct Planner {
       f.path.push_back(d.guest_busid);
       f.pci_class = h.pci_class.empty() ? (d.kind == DeviceKind::kGpu ? "0x030200" : "0x020000") : h.pci_class;
       f.vendor = h.vendor;
+      // vfio-pci shows the guest the device's own ids.
+      if (const XmlNode* x = find_pci_element(host.tree, h.busid)) {
+        f.device = x->attr_or("device", "");
+        f.subsystem_vendor = x->attr_or("subsystem_vendor", "");
+        f.subsystem_device = x->attr_or("subsystem_device", "");
+      }
       f.link_speed = h.link_speed;
       f.link_width = h.link_width;
       f.numa = root_of(d.port).second;
