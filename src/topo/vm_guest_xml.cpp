@@ -131,15 +131,19 @@ Result<XmlNode> guest_xml_from_host(const System& host_in, const SysfsSnapshot& 
   for (int h : host_nodes) rank[h] = static_cast<int>(rank.size());
   const int guest_nodes = static_cast<int>(guest.node_cpus.size());
   std::map<int, int> numa_of;  // match index -> guest node
+  // Too few guest nodes: every device on the guest's first node (one CPU),
+  // rather than some on a node and some on none.
+  const bool enough = guest_nodes >= static_cast<int>(host_nodes.size());
+  const int first_node = guest.node_cpus.empty() ? -1 : guest.node_cpus.begin()->first;
   bool lost = false, inferred = false;
   for (size_t i = 0; i < matches.size(); ++i) {
     const PciFunction* f = guest.find(matches[i].guest_busid);
     int n = f ? f->numa : -1;
     if (n < 0) {
-      n = rank[host.devices[matches[i].host].numa] < guest_nodes ? rank[host.devices[matches[i].host].numa] : -1;
-      inferred |= n >= 0;
+      n = enough ? rank[host.devices[matches[i].host].numa] : first_node;
+      inferred |= enough;
+      lost |= !enough && host_nodes.size() > 1;
     }
-    if (n < 0 && host_nodes.size() > 1) lost = true;
     numa_of[static_cast<int>(i)] = n;
   }
   if (inferred)
