@@ -173,7 +173,11 @@ void check_without_plan(const SysfsSnapshot& guest, CheckReport& r) {
     for (size_t b = 0; b < devs.size(); ++b)
       if (a != b) gm[a][b] = cell(sys->path(devs[a], devs[b]).type);
   r.matrix = side_by_side(names, gm, {});
-  if (sys->of_kind(DeviceKind::kPciSwitch).empty())
+  // Grouping matters once a GPU has a peer: another GPU or a NIC.
+  const bool pairs = !sys->of_kind(DeviceKind::kGpu).empty() && devs.size() > 1;
+  if (!pairs)
+    add(r, Severity::kInfo, "no-pairs", "no GPU with a GPU or NIC peer: nothing for the PCI tree to group");
+  else if (sys->of_kind(DeviceKind::kPciSwitch).empty())
     add(r, Severity::kDegraded, "flat",
         "flat tree: every one of the guest's " + std::to_string(devs.size()) +
             " GPUs and NICs hangs off a root complex, so GPU-NIC pairs are PHB or SYS to NCCL (GPUDirect RDMA off). "
@@ -289,7 +293,7 @@ std::string to_text(const CheckReport& report) {
   for (const auto& f : report.findings)
     o << "  [" << kLabel[static_cast<int>(f.severity)] << "] " << f.code << ": " << f.message << "\n";
   int code = report.exit_code();
-  o << (code == 0 ? "result: as planned (exit 0)\n"
+  o << (code == 0 ? "result: ok (exit 0)\n"
                   : code == 1 ? "result: mismatch (exit 1)\n" : "result: degraded (exit 2)\n");
   return o.str();
 }
