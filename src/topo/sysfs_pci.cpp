@@ -198,7 +198,7 @@ Result<SysfsSnapshot> read_sysfs(const std::string& root) {
     PciFunction f;
     f.busid = normalize_busid(e.path().filename().string());
     f.path = devices_path(e.path(), f.busid);
-    fs::path dir = e.path();
+    const fs::path& dir = e.path();
     f.pci_class = first_line(dir / "class");
     f.vendor = first_line(dir / "vendor");
     f.device = first_line(dir / "device");

@@ -167,6 +167,7 @@ void check_without_plan(const SysfsSnapshot& guest, CheckReport& r) {
   std::vector<int> devs = sys->of_kind(DeviceKind::kGpu);
   for (int nic : sys->of_kind(DeviceKind::kNic)) devs.push_back(nic);
   std::vector<std::string> names;
+  names.reserve(devs.size());
   for (int d : devs) names.push_back(sys->devices[d].id);
   std::vector<std::vector<std::string>> gm(devs.size(), std::vector<std::string>(devs.size(), "X"));
   for (size_t a = 0; a < devs.size(); ++a)

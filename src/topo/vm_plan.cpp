@@ -3,6 +3,7 @@
 #include "topo/vm_guest_xml.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -514,7 +515,7 @@ bool VmPlan::numa_preserved() const {
 }
 
 std::string nccl_link_speed(const std::string& speed) {
-  switch (static_cast<int>(pci_bw(speed, 1) * 80 + 0.5)) {
+  switch (std::lround(pci_bw(speed, 1) * 80)) {  // per-lane speed, 100 Mb/s units
     case 15: return "2.5 GT/s PCIe";
     case 30: return "5.0 GT/s PCIe";
     case 120: return "16.0 GT/s PCIe";
