@@ -43,6 +43,30 @@ pairs = {(x["a"], x["b"]): (x["host"], x["guest"]) for x in p["pairs"]}
 assert pairs[("gpu0", "nic0")] == ("PIX", "PIX") and pairs[("gpu0", "gpu1")] == ("SYS", "SYS"), pairs
 PY
 
+# libvirt.xml in a q35 domain with the NUMA cells it asks for passes
+# libvirt's own schema (virt-xml-validate, libvirt-clients).
+command -v virt-xml-validate >/dev/null || fail "virt-xml-validate is missing; scripts/install-deps.sh installs libvirt-clients"
+validate() {  # plan dir
+  python3 - "$1" >"$1/domain.xml" <<'PY'
+import json, sys
+d = sys.argv[1]
+p = json.load(open(d + "/plan.json"))
+cells = "".join("<cell id='%d' cpus='%s' memory='%d' unit='MiB'/>" % (n["node"], n["cpus"], n["mem_mib"]) for n in p["numa"])
+vcpus = sum(len(range(int(c.split("-")[0]), int(c.split("-")[-1]) + 1)) for c in (n["cpus"] for n in p["numa"]))
+mem = sum(n["mem_mib"] for n in p["numa"])
+print("<domain type='kvm'><name>plan</name><memory unit='MiB'>%d</memory><vcpu>%d</vcpu>" % (mem, vcpus))
+print("<os><type arch='x86_64' machine='q35'>hvm</type></os><cpu><numa>%s</numa></cpu><devices>" % cells)
+print(open(d + "/libvirt.xml").read())
+print("</devices></domain>")
+PY
+  virt-xml-validate "$1/domain.xml" domain >/dev/null || fail "$1/libvirt.xml does not pass libvirt's domain schema"
+}
+validate "$tmp/small"
+"$tool" vm plan --host "$topo/azure-ndv4-topo.xml" --map all --out "$tmp/ndv4plan" >/dev/null
+validate "$tmp/ndv4plan"
+sed "s/model='pcie-root-port'>/model='pcie-root-porto'>/" "$tmp/ndv4plan/domain.xml" >"$tmp/baddomain.xml"
+if virt-xml-validate "$tmp/baddomain.xml" domain >/dev/null 2>&1; then fail "the schema check accepts a bad model"; fi
+
 # An hwloc dump, and a map naming two of its devices with a guest NUMA node.
 printf '# GPU and its EFA\n0000:59:00.0\n0000:55:00.0 0\n' >"$tmp/map.txt"
 "$tool" vm plan --host "$topo/hwloc/aws-p5en.48xlarge-hwloc.xml" --map "$tmp/map.txt" --out "$tmp/p5en" >/dev/null
