@@ -59,7 +59,7 @@ print("<os><type arch='x86_64' machine='q35'>hvm</type></os><cpu><numa>%s</numa>
 print(open(d + "/libvirt.xml").read())
 print("</devices></domain>")
 PY
-  virt-xml-validate "$1/domain.xml" domain >/dev/null || fail "$1/libvirt.xml does not pass libvirt's domain schema"
+  virt-xml-validate "$1/domain.xml" domain >"$tmp/validate.txt" 2>&1 || { cat "$tmp/validate.txt" >&2; fail "$1/libvirt.xml does not pass libvirt's domain schema"; }
 }
 validate "$tmp/small"
 "$tool" vm plan --host "$topo/azure-ndv4-topo.xml" --map all --out "$tmp/ndv4plan" >/dev/null
