@@ -246,21 +246,26 @@ struct Planner {
       nodes.push_back(n);
     }
     std::sort(nodes.begin(), nodes.end(), [&](int a, int b) { return by_busid(tops[a].front(), tops[b].front()); });
-    if (static_cast<int>(nodes.size()) > kLastRootSlot - kFirstRootSlot + 1)
-      return invalid_usage("the layout needs " + std::to_string(nodes.size()) + " expander buses; pcie.0 has room for " +
-                           std::to_string(kLastRootSlot - kFirstRootSlot + 1));
+    // A node with more top-level groups than an expander bus has slots gets
+    // a second expander with the same numa_node.
+    std::vector<std::pair<int, std::vector<int>>> expanders;  // guest node, its top-level host nodes
+    for (int n : nodes)
+      for (size_t at = 0; at < tops[n].size(); at += kSlotsPerBus)
+        expanders.emplace_back(n, std::vector<int>(tops[n].begin() + static_cast<std::ptrdiff_t>(at),
+                                                   tops[n].begin() + static_cast<std::ptrdiff_t>(
+                                                                         std::min(at + kSlotsPerBus, tops[n].size()))));
+    if (static_cast<int>(expanders.size()) > kLastRootSlot - kFirstRootSlot + 1)
+      return invalid_usage("the layout needs " + std::to_string(expanders.size()) +
+                           " expander buses; pcie.0 has room for " + std::to_string(kLastRootSlot - kFirstRootSlot + 1));
     int switches = 0, root_ports = 0;
-    for (size_t e = 0; e < nodes.size(); ++e) {
+    for (size_t e = 0; e < expanders.size(); ++e) {
       VmController pxb;
       pxb.kind = Kind::kExpander;
       pxb.id = "pxb" + std::to_string(e);
       pxb.slot = kFirstRootSlot + static_cast<int>(e);
-      pxb.numa = nodes[e];
+      pxb.numa = expanders[e].first;
       int x = add(std::move(pxb));
-      const std::vector<int>& top = tops[nodes[e]];
-      if (static_cast<int>(top.size()) > kSlotsPerBus)
-        return invalid_usage("guest NUMA node " + std::to_string(nodes[e]) + " needs " + std::to_string(top.size()) +
-                             " root ports; an expander bus has " + std::to_string(kSlotsPerBus) + " slots");
+      const std::vector<int>& top = expanders[e].second;
       for (size_t t = 0; t < top.size(); ++t) {
         CFX_ASSIGN_OR_RETURN(int rp, port(Kind::kRootPort, "rp" + std::to_string(root_ports++), x,
                                           static_cast<int>(t), 0, static_cast<int>(t)));

@@ -379,6 +379,24 @@ TEST(VmInput, MoreDevicesThanBuses) {
   EXPECT_NE(f.status().message().find("root ports"), std::string::npos) << f.status().message();
 }
 
+TEST(VmPlan, NodeWithMoreRootPortsThanSlotsGetsASecondExpander) {
+  std::string x = "<system version=\"1\">\n<cpu numaid=\"0\">\n";
+  for (int i = 1; i <= 40; ++i) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "<pci busid=\"0000:%02x:00.0\" class=\"0x020000\"/>\n", i);
+    x += buf;
+  }
+  Result<System> host = system_from(x + "</cpu>\n</system>\n");
+  ASSERT_TRUE(host.ok()) << host.status().message();
+  Result<VmPlan> p = plan_vm(host.value(), {true, {}}, {});
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(controller(*p, "pxb0").numa, 0);
+  EXPECT_EQ(controller(*p, "pxb1").numa, 0);
+  EXPECT_EQ(controller(*p, "pxb1").bus_nr, 34);  // pxb0's bus 1 and its 32 root ports' buses 2-33
+  EXPECT_EQ(device(*p, "nic32").guest_busid, "0000:23:00.0");
+  for (const auto& d : p->devices) EXPECT_EQ(d.guest_numa, 0);
+}
+
 TEST(VmInput, LibvirtDomain) {
   constexpr const char* kGood = R"(<domain type='kvm'>
   <os><type arch='x86_64' machine='pc-q35-7.2'>hvm</type></os>
