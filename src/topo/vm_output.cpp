@@ -246,6 +246,10 @@ Result<VmExpectation> parse_plan_json(std::string_view text, const std::string& 
       x.qemu_id = string_of(d, "qemu_id");
       if (x.guest.empty() || x.qemu_id.empty())
         return invalid_usage(origin + ": devices[" + std::to_string(n - 1) + "] lacks \"guest\" or \"qemu_id\"");
+      for (const auto& prev : e.devices)
+        if (prev.guest == x.guest || prev.qemu_id == x.qemu_id)
+          return invalid_usage(origin + ": devices[" + std::to_string(n - 1) + "] (" + x.qemu_id + " at " + x.guest +
+                               ") repeats the guest address or id of " + prev.qemu_id + " at " + prev.guest);
       x.guest_numa = int_of(d, "guest_numa", -1);
       x.guest_switch = string_of(d, "guest_switch");
       x.link_speed = string_of(d, "link_speed");

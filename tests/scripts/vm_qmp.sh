@@ -65,13 +65,24 @@ for k, v, g in bad:
 sys.exit(1 if bad else 0)
 PY
 
+# A synthetic host with 40 NICs on one root complex: two expander buses for
+# one NUMA node (32 root ports each at most), and on the flat layout five
+# slots of eight multifunction root ports.
+python3 - >"$tmp/nics40.xml" <<'PY'
+print('<system version="1">\n  <cpu numaid="0" affinity="0000000f">')
+for i in range(1, 41):
+    print('    <pci busid="0000:%02x:00.0" class="0x020000" vendor="0x15b3" device="0x1021"/>' % i)
+print("  </cpu>\n</system>")
+PY
 n=0
-for host in azure-ndv4-topo.xml azure-ndv5-topo.xml alibaba-hgx-a100-8gpu-icx-cx6bond-topo.xml \
+for host in "$tmp/nics40.xml" azure-ndv4-topo.xml azure-ndv5-topo.xml alibaba-hgx-a100-8gpu-icx-cx6bond-topo.xml \
             hwloc/aws-p5en.48xlarge-hwloc.xml hwloc/aws-p6-b200.48xlarge-hwloc.xml \
             hwloc/jsc-juwelscluster-gpu-jwc09n003-hwloc.xml; do
   for layout in switch flat; do
     out=$tmp/$n
-    "$tool" vm plan --host "$topo/$host" --map all --layout "$layout" --out "$out" \
+    path=$host
+    [ "${host#/}" != "$host" ] || path=$topo/$host
+    "$tool" vm plan --host "$path" --map all --layout "$layout" --out "$out" \
       --vcpus-per-node 1 --mem-per-node 64 >/dev/null
     mapfile -t args <"$out/qemu-args-standin.txt"
     for firmware in seabios ovmf; do

@@ -481,6 +481,13 @@ TEST(VmInput, PlanJsonErrors) {
                                                "plan.json");
   ASSERT_FALSE(kind.ok());
   EXPECT_NE(kind.status().message().find("kind \"fpga\""), std::string::npos);
+  Result<VmExpectation> dup = parse_plan_json(
+      R"({"devices": [{"kind": "gpu", "guest": "0000:04:00.0", "qemu_id": "gpu0"},
+                      {"kind": "nic", "guest": "0000:04:00.0", "qemu_id": "nic0"}]})",
+      "plan.json");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_NE(dup.status().message().find("repeats the guest address or id of gpu0 at 0000:04:00.0"), std::string::npos)
+      << dup.status().message();
 }
 
 }  // namespace
