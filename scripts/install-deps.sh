@@ -4,7 +4,8 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ clang pkg-config
   libhwloc-dev libfabric-dev libpugixml-dev libcli11-dev libssl-dev
-  libgtest-dev libbenchmark-dev
+  libgtest-dev libbenchmark-dev nlohmann-json3-dev
+  qemu-system-x86 ovmf linux-image-cloud-amd64 busybox-static cpio libvirt-clients
   pybind11-dev python3-dev python3-numpy python3-torch libtorch-dev
   openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev python3-matplotlib
 )

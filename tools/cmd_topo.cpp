@@ -8,6 +8,10 @@
 #include "topo/load_system.h"
 #include "topo/nccl_xml.h"
 #include "topo/report.h"
+#include "topo/sysfs_pci.h"
+#include "topo/vm_check.h"
+
+#include "core/config.h"
 
 #include <cstdio>
 #include <fstream>
@@ -20,8 +24,30 @@ struct TopoOptions {
   std::string hwloc_xml;
   std::string format = "text";
   std::string xml_out;
+  std::string sysfs_root;
   bool xml = false;
 };
+
+// An injected topology file (--topo-file or CONFLUX_TOPO_FILE) is checked
+// against this machine's /sys, as `conflux vm check --topo-file` does: bus
+// ids it names that are missing, classes and NUMA nodes that differ, CPU
+// masks beyond the online CPUs.
+void cross_check(const std::string& file, const std::string& sysfs_root, std::vector<conflux::topo::Diagnostic>& out) {
+  using namespace conflux::topo;
+  conflux::Result<XmlNode> tree = read_nccl_xml(file);
+  conflux::Result<SysfsSnapshot> snap = read_sysfs(sysfs_root);
+  if (!tree.ok() || !snap.ok()) {
+    out.push_back({Diagnostic::Level::kInfo, "topo-file-unchecked",
+                   "the topology file was not checked against /sys: " +
+                       (tree.ok() ? snap.status().message() : tree.status().message())});
+    return;
+  }
+  CheckReport report;
+  check_topo_file(tree.value(), snap.value(), report);
+  for (const auto& f : report.findings)
+    out.push_back({f.severity == CheckFinding::Severity::kInfo ? Diagnostic::Level::kInfo : Diagnostic::Level::kWarn,
+                   "topo-file-" + f.code, "topology file against this machine's /sys: " + f.message});
+}
 
 int run_topo(const TopoOptions& opt) {
   using namespace conflux::topo;
@@ -47,6 +73,8 @@ int run_topo(const TopoOptions& opt) {
     return 0;
   }
   std::vector<Diagnostic> advice = advise(sys.value());
+  const std::string injected = !opt.topo_file.empty() ? opt.topo_file : conflux::config().topo_file;
+  if (!injected.empty()) cross_check(injected, opt.sysfs_root, advice);
   std::string text = opt.format == "json" ? to_json(sys.value(), advice) : to_text(sys.value(), advice);
   std::fputs(text.c_str(), stdout);
   return 0;
@@ -62,6 +90,8 @@ const conflux::tools::RegisterCommand kTopo{
       app.add_option("--format", opt->format, "Output format")->check(CLI::IsMember({"text", "json"}));
       app.add_flag("--xml", opt->xml, "Export the topology as an NCCL_TOPO_FILE (to stdout)");
       app.add_option("--xml-out", opt->xml_out, "Export the topology as an NCCL_TOPO_FILE to this path");
+      app.add_option("--sysfs-root", opt->sysfs_root,
+                     "Cross-check an injected topology file against DIR/sys instead of /sys");
       return [opt] { return run_topo(*opt); };
     }};
 

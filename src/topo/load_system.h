@@ -7,6 +7,8 @@
 #include "topo/system.h"
 #include "topo/xml_tree.h"
 
+#include <string>
+
 namespace conflux::topo {
 
 // Merges `found` into `file`: attributes the file lacks are filled, devices
@@ -23,5 +25,11 @@ Result<System> load_system();
 
 // For tests: forget the cached result.
 void reset_system_cache();
+
+// A host topology for `conflux vm`: "live" (hwloc discovery of this
+// machine), an NCCL topology file (<system>) or an hwloc XML dump
+// (<topology>), told apart by the root element. Malformed XML is an error
+// naming the line.
+Result<System> load_any_topology(const std::string& arg);
 
 }  // namespace conflux::topo

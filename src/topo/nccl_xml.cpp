@@ -65,8 +65,8 @@ Result<XmlNode> parse_nccl_xml(std::string_view text, const std::string& origin)
   pugi::xml_document doc;
   pugi::xml_parse_result r = doc.load_buffer(text.data(), text.size(), pugi::parse_default, pugi::encoding_utf8);
   if (!r)
-    return invalid_usage(origin + ": not well-formed XML (" + r.description() + " at byte " +
-                         std::to_string(r.offset) + ")");
+    return invalid_usage(origin + ": not well-formed XML (" + r.description() + " at " +
+                         text_position(text, r.offset) + ", byte " + std::to_string(r.offset) + ")");
   pugi::xml_node root = doc.document_element();
   if (!root) return invalid_usage(origin + ": empty XML document, expected <system version=\"1\">");
   std::string root_name = root.name();

@@ -1,5 +1,6 @@
 #include "topo/xml_tree.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -68,6 +69,20 @@ std::optional<long long> parse_int(const std::string* text) {
   while (*end == ' ') ++end;
   if (*end != '\0') return std::nullopt;
   return v;
+}
+
+std::string text_position(std::string_view text, long long offset) {
+  size_t end = offset < 0 ? 0 : std::min(static_cast<size_t>(offset), text.size());
+  int line = 1, column = 1;
+  for (size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(column);
 }
 
 }  // namespace conflux::topo

@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -34,5 +35,9 @@ std::string normalize_busid(const std::string& busid);
 // Parses an integer attribute written as decimal or 0x-hex; nullopt when
 // absent, empty or malformed.
 std::optional<long long> parse_int(const std::string* text);
+
+// "line 12, column 5" for a byte offset into `text` (XML parsers report
+// offsets; people read lines).
+std::string text_position(std::string_view text, long long offset);
 
 }  // namespace conflux::topo
