@@ -21,6 +21,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 struct cfxRequest {
@@ -128,6 +129,24 @@ struct cfxComm {
   // Collective calls of at least this many bytes split over the channels.
   size_t channel_min_bytes_ = SIZE_MAX;
   std::vector<uint8_t> scratch_;
+  conflux::ExecWorkspace exec_ws_;  // execute()'s vectors, reused call after call
+  // Built schedules by what they depend on: a call like an earlier one
+  // (the common case: training repeats the same calls) skips the tuner and
+  // the builder.
+  struct ScheduleKey {
+    uint64_t count = 0, elem = 0, chunk = 0, generation = 0;
+    int32_t root = 0, channels = 1;
+    uint8_t coll = 0;
+    bool in_place = false, registered = false, tuned = false;
+    bool operator==(const ScheduleKey&) const = default;
+  };
+  struct ScheduleKeyHash {
+    size_t operator()(const ScheduleKey& k) const;
+  };
+  std::unordered_map<ScheduleKey, std::shared_ptr<const conflux::algo::Schedule>, ScheduleKeyHash> schedules_;
+  conflux::Result<std::shared_ptr<const conflux::algo::Schedule>> schedule_for(const conflux::OpDesc& op,
+                                                                              conflux::tune::Tuner* tuner,
+                                                                              const ScheduleKey& key);
   std::unique_ptr<conflux::tune::Tuner> tuner_;
   bool agreeing_ = false;  // running the tuner's own agreement call (no tuner for it)
 
@@ -138,6 +157,7 @@ struct cfxComm {
   };
   mutable std::mutex registrations_mutex_;
   std::vector<std::unique_ptr<Registration>> registrations_;
+  std::atomic<size_t> registered_count_{0};  // calls skip the lock while there are none
   // Counts op's registrations as used (delta +1) or no longer (-1).
   void use_registrations(const std::vector<conflux::OpDesc>& ops, int delta);
 

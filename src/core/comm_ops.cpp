@@ -366,21 +366,34 @@ Status cfxComm::make_tuner() {
   return Status::Ok();
 }
 
-Status cfxComm::run_collective(const OpDesc& op) {
-  const Config& cfg = config();
-  if (tuner_ == nullptr && nranks_ > 1 && !agreeing_) CFX_RETURN_IF_ERROR(make_tuner());
-  tune::Tuner* tuner = agreeing_ ? nullptr : tuner_.get();
+size_t cfxComm::ScheduleKeyHash::operator()(const ScheduleKey& k) const {
+  size_t h = std::hash<uint64_t>()(k.count);
+  auto mix = [&](uint64_t v) { h ^= std::hash<uint64_t>()(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  mix(k.elem);
+  mix(k.chunk);
+  mix(k.generation);
+  mix(static_cast<uint64_t>(static_cast<uint32_t>(k.root)) << 8 | k.coll);
+  mix(static_cast<uint64_t>(k.channels) << 3 | (k.in_place ? 4u : 0u) | (k.registered ? 2u : 0u) | (k.tuned ? 1u : 0u));
+  return h;
+}
+
+Result<std::shared_ptr<const algo::Schedule>> cfxComm::schedule_for(const OpDesc& op, tune::Tuner* tuner,
+                                                                  const ScheduleKey& key) {
+  const bool cacheable = op.coll != Coll::kAlltoAllv;  // its counts are not in the key
+  if (cacheable)
+    if (auto it = schedules_.find(key); it != schedules_.end()) return it->second;
   algo::CollArgs a;
   a.coll = op.coll;
   a.nranks = nranks_;
   a.rank = rank_;
   a.count = op.count;
-  a.elem = datatype_size(op.dtype);
+  a.elem = key.elem;
   a.root = op.root;
-  a.in_place = is_in_place(op, rank_, nranks_);
-  a.chunk_bytes = cfg.chunk_bytes;
+  a.in_place = key.in_place;
+  a.chunk_bytes = key.chunk;
   a.ring = ring_;
-  a.registered = registered(op);
+  a.registered = key.registered;
+  a.channels = key.channels;
   if (tuner != nullptr) a.staging_bytes = tuner->model().staging_bytes;
   if (op.coll == Coll::kAlltoAllv) {
     a.sendcounts = op.sendcounts.data();
@@ -388,18 +401,42 @@ Status cfxComm::run_collective(const OpDesc& op) {
     a.recvcounts = op.recvcounts.data();
     a.rdispls = op.rdispls.data();
   }
+  auto built = build_schedule(a, tuner, a.channels);
+  if (!built.ok()) return Status(built.status()).prepend(std::string(coll_name(op.coll)) + ": ");
+  auto sched = std::make_shared<const algo::Schedule>(std::move(built).value());
+  if (cacheable) {
+    constexpr size_t kMaxSchedules = 256;  // distinct calls a job repeats; beyond, start over
+    if (schedules_.size() >= kMaxSchedules) schedules_.clear();
+    schedules_.emplace(key, sched);
+  }
+  return sched;
+}
+
+Status cfxComm::run_collective(const OpDesc& op) {
+  const Config& cfg = config();
+  if (tuner_ == nullptr && nranks_ > 1 && !agreeing_) CFX_RETURN_IF_ERROR(make_tuner());
+  tune::Tuner* tuner = agreeing_ ? nullptr : tuner_.get();
+  ScheduleKey key;
+  key.coll = static_cast<uint8_t>(op.coll);
+  key.count = op.count;
+  key.elem = datatype_size(op.dtype);
+  key.root = op.root;
+  key.in_place = is_in_place(op, rank_, nranks_);
+  key.chunk = cfg.chunk_bytes;
+  key.registered = registered(op);
+  key.tuned = tuner != nullptr;
+  key.generation = tuner != nullptr ? tuner->generation() : 0;
   // Bytes the call moves per rank, as the channel threshold counts them.
-  size_t call_bytes = a.count * a.elem;
+  size_t call_bytes = op.count * key.elem;
   if (op.coll == Coll::kAllGather || op.coll == Coll::kReduceScatter || op.coll == Coll::kAlltoAll)
     call_bytes *= static_cast<size_t>(nranks_);
   const int channels = !channel_link_ptrs_.empty() && call_bytes >= channel_min_bytes_ ? tcp_channels_ : 1;
-  a.channels = a.count >= static_cast<size_t>(channels) ? channels : 1;
-  auto built = build_schedule(a, tuner, a.channels);
-  if (!built.ok()) return Status(built.status()).prepend(std::string(coll_name(op.coll)) + ": ");
-  algo::Schedule sched = std::move(built).value();
+  key.channels = op.count >= static_cast<size_t>(channels) ? channels : 1;
+  CFX_ASSIGN_OR_RETURN(std::shared_ptr<const algo::Schedule> built, schedule_for(op, tuner, key));
+  const algo::Schedule& sched = *built;
 
   OpSig sig = signature_of(op, ++coll_seq_);
-  sig.registered = a.registered ? 1 : 0;
+  sig.registered = key.registered ? 1 : 0;
 
   ExecContext ctx = exec_context();
   ctx.buffers = {const_cast<uint8_t*>(static_cast<const uint8_t*>(op.sendbuf)), static_cast<uint8_t*>(op.recvbuf),
@@ -408,12 +445,12 @@ Status cfxComm::run_collective(const OpDesc& op) {
   ctx.reduce = reduce_fn(op.dtype, op.op);
   ctx.dtype = op.dtype;
   ctx.op = op.op;
-  ctx.elem_size = a.elem;
+  ctx.elem_size = key.elem;
   ctx.epoch = ++epoch_;
   ctx.send_bytes = buffer_bytes(op, rank_, nranks_, true);
   ctx.recv_bytes = buffer_bytes(op, rank_, nranks_, false);
   CFX_TRACE(kColl, "%s: %s, %zu steps", describe(sig).c_str(), sched.algorithm.c_str(), sched.steps.size());
-  Status st = execute(sched, ctx);
+  Status st = execute(sched, ctx, &exec_ws_);
   if (!st.ok()) return st.prepend(describe(sig) + " [" + sched.algorithm + "]: ");
   if (op.op == cfxAvg) {
     size_t n = reduced_elements(op, rank_);
@@ -483,6 +520,7 @@ void cfxComm::abort() { abort_.store(true); }
 
 bool cfxComm::registered(const OpDesc& op) const {
   if (op.is_p2p() || op.coll == Coll::kBarrier || op.coll == Coll::kAlltoAllv) return false;
+  if (registered_count_.load(std::memory_order_acquire) == 0) return false;
   const size_t send = buffer_bytes(op, rank_, nranks_, true), recv = buffer_bytes(op, rank_, nranks_, false);
   std::lock_guard lock(registrations_mutex_);
   auto inside = [&](const void* p, size_t bytes) {
@@ -497,13 +535,13 @@ bool cfxComm::registered(const OpDesc& op) const {
 }
 
 void cfxComm::use_registrations(const std::vector<OpDesc>& ops, int delta) {
+  if (registered_count_.load(std::memory_order_acquire) == 0) return;
   std::lock_guard lock(registrations_mutex_);
-  if (registrations_.empty()) return;
   for (const OpDesc& op : ops)
     for (const void* p : {op.sendbuf, static_cast<const void*>(op.recvbuf)}) {
       const auto at = reinterpret_cast<uintptr_t>(p);
       for (auto& r : registrations_)
-        if (p != nullptr && at >= r->base && at < r->base + r->size) r->users += delta;
+        if (p != nullptr && at >= r->base && at < r->base + r->size) r->users = std::max(0, r->users + delta);
     }
 }
 
@@ -524,6 +562,7 @@ Status cfxComm::register_buffer(void* buff, size_t size, void** handle) {
   reg->size = size;
   *handle = reg.get();
   registrations_.push_back(std::move(reg));
+  registered_count_.store(registrations_.size(), std::memory_order_release);
   return Status::Ok();
 }
 
@@ -535,6 +574,7 @@ Status cfxComm::deregister_buffer(void* handle) {
       return invalid_usage("cfxCommDeregister: the buffer is in use by " + std::to_string((*it)->users) +
                            " operation(s) not yet complete");
     registrations_.erase(it);
+    registered_count_.store(registrations_.size(), std::memory_order_release);
     return Status::Ok();
   }
   return invalid_argument("cfxCommDeregister: not a handle cfxCommRegister gave for this communicator");

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <iterator>
 #include <map>
@@ -16,6 +17,9 @@ struct Region {
   int fd;
   uint64_t id;
 };
+
+// How many regions exist: lookups skip the lock (and the map) when none does.
+std::atomic<size_t> g_live{0};
 
 std::mutex& mu() {
   static std::mutex m;
@@ -49,6 +53,7 @@ Result<void*> shared_mem_alloc(size_t bytes) {
   static uint64_t next_id = 0;
   std::lock_guard lk(mu());
   regions()[reinterpret_cast<uintptr_t>(p)] = Region{size, fd, ++next_id};
+  g_live.fetch_add(1, std::memory_order_release);
   return p;
 }
 
@@ -60,10 +65,12 @@ Status shared_mem_free(void* ptr) {
   munmap(ptr, it->second.size);
   ::close(it->second.fd);
   regions().erase(it);
+  g_live.fetch_sub(1, std::memory_order_release);
   return Status::Ok();
 }
 
 SharedRegionRef shared_region_of(const void* ptr) {
+  if (g_live.load(std::memory_order_acquire) == 0) return {};
   const auto p = reinterpret_cast<uintptr_t>(ptr);
   std::lock_guard lk(mu());
   auto& r = regions();

@@ -27,17 +27,6 @@ constexpr auto kCheckAllLinksAfter = std::chrono::seconds(2);
 constexpr auto kSpinBudget = std::chrono::microseconds(50);
 constexpr auto kYieldEvery = std::chrono::microseconds(2);
 
-struct StepState {
-  SendOp send;
-  RecvOp recv;
-  bool posted = false;
-};
-
-// The messages of one lane (a peer and one connection to it), in order.
-struct PeerQueues {
-  std::vector<int> sends, recvs;
-  size_t send_head = 0, recv_head = 0;
-};
 
 // Steps that run as soon as their dependencies are done, without waiting on
 // a link: copies and the one-sided steps that move data or raise our flag.
@@ -46,9 +35,26 @@ bool runs_at_once(StepKind k) {
          k == StepKind::kSignal;
 }
 
+using StepState = ExecWorkspace::StepState;
+using PeerQueues = ExecWorkspace::PeerQueues;
+
 class Run {
  public:
-  Run(const algo::Schedule& s, const ExecContext& ctx) : sched_(s), ctx_(ctx), bufs_(ctx.buffers) {}
+  Run(const algo::Schedule& s, const ExecContext& ctx, ExecWorkspace& w)
+      : sched_(s), ctx_(ctx), bufs_(w.bufs), state_(w.state), pending_(w.pending),
+        dependents_begin_(w.dependents_begin), dependents_(w.dependents), fill_(w.fill), queues_(w.queues),
+        active_lanes_(w.active_lanes), ready_copies_(w.ready), waits_(w.waits), tmp_(w.tmp), checked_(w.checked) {
+    bufs_.assign(ctx.buffers.begin(), ctx.buffers.end());
+    for (int lane : active_lanes_) {  // the previous call's lanes: emptied, capacity kept
+      PeerQueues& q = queues_[lane];
+      q.sends.clear();
+      q.recvs.clear();
+      q.send_head = q.recv_head = 0;
+    }
+    active_lanes_.clear();
+    ready_copies_.clear();
+    waits_.clear();
+  }
 
   Status go();
 
@@ -75,17 +81,21 @@ class Run {
 
   const algo::Schedule& sched_;
   const ExecContext& ctx_;
-  std::vector<uint8_t*> bufs_;
-  std::vector<StepState> state_;
-  std::vector<uint32_t> pending_;
-  std::vector<uint32_t> dependents_begin_, dependents_;
-  std::vector<PeerQueues> queues_;  // by lane
-  std::vector<int> active_lanes_;
-  std::vector<int> ready_copies_;  // copies and one-sided steps that run at once
-  std::vector<int> waits_;         // posted waits for peers' flags
-  uint32_t signals_ = 0;           // this rank's signals so far in this call
-  std::vector<uint8_t> checked_;   // by peer: its call was compared with ours
-  std::vector<uint8_t> tmp_;       // pieces of peers' inputs read through the kernel
+  // The workspace's vectors, reused from call to call (no allocation once
+  // they have grown).
+  std::vector<uint8_t*>& bufs_;
+  std::vector<StepState>& state_;
+  std::vector<uint32_t>& pending_;
+  std::vector<uint32_t>& dependents_begin_;
+  std::vector<uint32_t>& dependents_;
+  std::vector<uint32_t>& fill_;
+  std::vector<PeerQueues>& queues_;  // by lane
+  std::vector<int>& active_lanes_;
+  std::vector<int>& ready_copies_;  // copies and one-sided steps that run at once
+  std::vector<int>& waits_;         // posted waits for peers' flags
+  std::vector<uint8_t>& tmp_;       // pieces of peers' inputs read through the kernel
+  std::vector<uint8_t>& checked_;   // by peer: its call was compared with ours
+  uint32_t signals_ = 0;            // this rank's signals so far in this call
   size_t done_ = 0;
   Clock::time_point next_liveness_check_{};
   bool collective_ = true;  // no Send/Recv signature among the steps
@@ -422,7 +432,7 @@ Status Run::go() {
   const size_t n = sched_.steps.size();
   for (const OpSig& sig : ctx_.sigs)
     if (sig.coll == static_cast<uint8_t>(Coll::kSend) || sig.coll == static_cast<uint8_t>(Coll::kRecv)) collective_ = false;
-  state_.resize(n);
+  state_.assign(n, StepState{});
   pending_.resize(n);
   dependents_begin_.assign(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
@@ -432,12 +442,13 @@ Status Run::go() {
   }
   for (size_t i = 0; i < n; ++i) dependents_begin_[i + 1] += dependents_begin_[i];
   dependents_.resize(sched_.deps.size());
-  std::vector<uint32_t> fill(dependents_begin_.begin(), dependents_begin_.end() - 1);
+  fill_.assign(dependents_begin_.begin(), dependents_begin_.end() - 1);
   for (size_t i = 0; i < n; ++i) {
     const Step& s = sched_.steps[i];
-    for (uint32_t k = 0; k < s.dep_count; ++k) dependents_[fill[sched_.deps[s.dep_begin + k]]++] = static_cast<uint32_t>(i);
+    for (uint32_t k = 0; k < s.dep_count; ++k) dependents_[fill_[sched_.deps[s.dep_begin + k]]++] = static_cast<uint32_t>(i);
   }
-  queues_.resize(ctx_.links.size() * (1 + ctx_.channel_links.size()));
+  if (queues_.size() < ctx_.links.size() * (1 + ctx_.channel_links.size()))
+    queues_.resize(ctx_.links.size() * (1 + ctx_.channel_links.size()));
   if (sched_.one_sided()) CFX_RETURN_IF_ERROR(start_one_sided());
   for (size_t i = 0; i < n; ++i) {
     const Step& s = sched_.steps[i];
@@ -505,9 +516,10 @@ Status Run::go() {
 
 }  // namespace
 
-Status execute(const algo::Schedule& schedule, const ExecContext& ctx) {
+Status execute(const algo::Schedule& schedule, const ExecContext& ctx, ExecWorkspace* workspace) {
   if (schedule.steps.empty()) return Status::Ok();
-  Run run(schedule, ctx);
+  ExecWorkspace local;
+  Run run(schedule, ctx, workspace != nullptr ? *workspace : local);
   return run.go();
 }
 

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <functional>
+#include <span>
 #include <vector>
 
 namespace conflux {
@@ -22,11 +23,12 @@ namespace conflux {
 class ShmWaiter;  // sleeps on this rank's shared-memory doorbell
 
 struct ExecContext {
-  std::vector<Link*> links;          // by peer rank (nullptr for self)
+  // The links live as long as their communicator: the context only views them.
+  std::span<Link* const> links;      // by peer rank (nullptr for self)
   // Extra connections for multi-channel schedules: channel_links[c - 1][peer]
   // carries Step::channel c; a missing one (nullptr, or too few channels)
   // means channel 0's link.
-  std::vector<std::vector<Link*>> channel_links;
+  std::span<const std::vector<Link*>> channel_links;
   std::vector<uint8_t*> buffers;     // bound to algo::BufIndex values (kStaging is bound here)
   std::vector<OpSig> sigs;           // by Step::sig
   ReduceFn reduce = nullptr;         // for kRecvReduce
@@ -46,6 +48,28 @@ struct ExecContext {
   int rank = 0;
 };
 
-Status execute(const algo::Schedule& schedule, const ExecContext& ctx);
+// What execute() keeps between calls: its vectors, so that a communicator
+// running call after call does not allocate them again. One per thread of
+// calls (a communicator runs one operation at a time).
+struct ExecWorkspace {
+  struct StepState {
+    SendOp send;
+    RecvOp recv;
+    bool posted = false;
+  };
+  // The messages of one lane (a peer and one connection to it), in order.
+  struct PeerQueues {
+    std::vector<int> sends, recvs;
+    size_t send_head = 0, recv_head = 0;
+  };
+  std::vector<uint8_t*> bufs;
+  std::vector<StepState> state;
+  std::vector<uint32_t> pending, dependents_begin, dependents, fill;
+  std::vector<PeerQueues> queues;
+  std::vector<int> active_lanes, ready, waits;
+  std::vector<uint8_t> tmp, checked;
+};
+
+Status execute(const algo::Schedule& schedule, const ExecContext& ctx, ExecWorkspace* workspace = nullptr);
 
 }  // namespace conflux

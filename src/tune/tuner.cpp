@@ -189,12 +189,14 @@ void Tuner::set_measured(AlgoFilter table, std::string source) {
   measured_ = std::move(table);
   measured_source_ = std::move(source);
   memo_.clear();
+  generation_.fetch_add(1, std::memory_order_release);
 }
 
 void Tuner::set_filter(AlgoFilter filter) {
   std::lock_guard lock(mutex_);
   filter_ = std::move(filter);
   memo_.clear();
+  generation_.fetch_add(1, std::memory_order_release);
 }
 
 Result<Decision> Tuner::model_decision(const algo::CollArgs& a) {

@@ -10,6 +10,7 @@
 #include "tune/algo_filter.h"
 #include "tune/candidates.h"
 
+#include <atomic>
 #include <map>
 #include <tuple>
 #include <mutex>
@@ -65,6 +66,9 @@ class Tuner {
   Result<Decision> model_decision(const algo::CollArgs& a);
   // The measured table's layout key (measured_table.h) this tuner was made for.
   const std::string& layout() const { return layout_; }
+  // Changes whenever the choices may change (a new filter or table): callers
+  // that keep built schedules compare it.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:
   sim::ClusterModel model_;
@@ -73,6 +77,7 @@ class Tuner {
   std::string measured_source_;
   std::string layout_;
   bool use_model_ = true;
+  std::atomic<uint64_t> generation_{0};
   std::mutex mutex_;
   std::map<std::tuple<int, size_t, bool, int>, const Candidate*> memo_;  // (collective, bytes, registered, channels)
 };

@@ -181,8 +181,12 @@ Status ShmPeerMemory::write(int peer, int buf, size_t offset, const void* from, 
 
 void ShmPeerMemory::signal(uint64_t value) {
   mine_.flag().value.store(value, std::memory_order_release);
+  // Dekker pairing with each sleeper (ring_doorbell's): one fence for all
+  // peers, then a futex wake only for those that sleep.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   for (size_t p = 0; p < peers_.size(); ++p)
-    if (peers_[p] != nullptr) ring_doorbell(peers_[p]->doorbell());
+    if (peers_[p] != nullptr && peers_[p]->doorbell().sleeping.load(std::memory_order_relaxed) != 0)
+      ring_doorbell(peers_[p]->doorbell());
 }
 
 uint64_t ShmPeerMemory::flag(int peer) const { return peers_[peer]->flag().value.load(std::memory_order_acquire); }
