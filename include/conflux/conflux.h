@@ -138,6 +138,14 @@ cfxResult_t cfxAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
 cfxResult_t cfxAlltoAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
                          void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
                          cfxDataType_t datatype, cfxComm_t comm);
+/* Counts travel with the data: recvcounts[p] and rdispls[p] (elements) are outputs. An overflow of
+   recvcapacity is cfxInvalidUsage on every rank, naming the sender, with nothing written past it.
+   Received blocks are packed in rank order (rdispls[0] = 0). Inside the call every rank learns the
+   whole traffic matrix (a small gather of every rank's counts), so only pairs with something to move
+   exchange messages, and every rank sees any receiver's overflow before data moves. */
+cfxResult_t cfxAlltoAllvDynamic(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
+                                void* recvbuff, size_t recvcapacity, size_t recvcounts[], size_t rdispls[],
+                                cfxDataType_t datatype, cfxComm_t comm);
 cfxResult_t cfxGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                       cfxDataType_t datatype, int root, cfxComm_t comm);
 cfxResult_t cfxScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
@@ -178,6 +186,9 @@ cfxResult_t cfxIalltoAll(const void* sendbuff, void* recvbuff, size_t count,
 cfxResult_t cfxIalltoAllv(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
                           void* recvbuff, const size_t recvcounts[], const size_t rdispls[],
                           cfxDataType_t datatype, cfxComm_t comm, cfxRequest_t* request);
+cfxResult_t cfxIalltoAllvDynamic(const void* sendbuff, const size_t sendcounts[], const size_t sdispls[],
+                                 void* recvbuff, size_t recvcapacity, size_t recvcounts[], size_t rdispls[],
+                                 cfxDataType_t datatype, cfxComm_t comm, cfxRequest_t* request);
 cfxResult_t cfxIgather(const void* sendbuff, void* recvbuff, size_t sendcount,
                        cfxDataType_t datatype, int root, cfxComm_t comm, cfxRequest_t* request);
 cfxResult_t cfxIscatter(const void* sendbuff, void* recvbuff, size_t recvcount,

@@ -25,6 +25,11 @@ struct CollArgs {
   const size_t* sdispls = nullptr;
   const size_t* recvcounts = nullptr;
   const size_t* rdispls = nullptr;
+  // AlltoAllv whose traffic every rank knows (the dynamic AlltoAllv learns
+  // it first): all_sendcounts[s * nranks + d] and all_sdispls[...] are rank
+  // s's sendcounts[d] and sdispls[d]. nullptr: only this rank's are known.
+  const size_t* all_sendcounts = nullptr;
+  const size_t* all_sdispls = nullptr;
   // Hierarchical algorithms: host_of[r] is the host (any id) of rank r;
   // empty means every rank on its own host.
   std::vector<int> host_of;
@@ -157,6 +162,12 @@ Schedule push_allgather(const CollArgs& a);
 // rank's output, so all cores share the copying and each byte of the input
 // is read once.
 Schedule split_broadcast(const CollArgs& a);
+// AlltoAllv with every rank's counts known (all_sendcounts): pairwise, but
+// only the pairs with something to move exchange messages.
+Schedule sparse_alltoallv(const CollArgs& a);
+// The same, one-sided: each rank reads its blocks from the peers' inputs
+// (their displacements are known), then signals it is done.
+Schedule direct_alltoallv(const CollArgs& a);
 // Barrier by flags: signal, then wait for every peer's signal.
 Schedule flag_barrier(const CollArgs& a);
 

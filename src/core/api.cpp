@@ -89,6 +89,19 @@ Status validate(cfxComm* comm, const OpDesc& op) {
     case Coll::kSend: send_bytes = bytes; break;
     case Coll::kRecv: recv_bytes = bytes; break;
     case Coll::kAlltoAllv: {
+      if (op.dynamic) {
+        if (op.sendcounts.size() != static_cast<size_t>(n) || op.recvcounts_out == nullptr || op.rdispls_out == nullptr)
+          return bad("sendcounts, sdispls, recvcounts and rdispls must not be NULL");
+        for (int r = 0; r < n; ++r) {
+          if (op.sendcounts[r] > SIZE_MAX / elem / 2 || op.sdispls[r] > SIZE_MAX / elem / 2)
+            return bad("count or displacement too large for peer " + std::to_string(r));
+          send_bytes = std::max(send_bytes, (op.sdispls[r] + op.sendcounts[r]) * elem);
+        }
+        recv_bytes = op.count * elem;
+        if (send_bytes > 0 && recv_bytes > 0 && overlap(op.sendbuf, send_bytes, op.recvbuf, recv_bytes))
+          return bad("sendbuff and recvbuff overlap (the dynamic form has no in-place layout)");
+        break;
+      }
       if (op.sendcounts.size() != static_cast<size_t>(n) || op.recvcounts.size() != static_cast<size_t>(n))
         return bad("count and displacement arrays must not be NULL");
       for (int r = 0; r < n; ++r) {
@@ -188,6 +201,20 @@ OpDesc make_alltoallv(const void* s, const size_t* sc, const size_t* sd, void* r
     d.sdispls.assign(sd, sd + n);
     d.recvcounts.assign(rc, rc + n);
     d.rdispls.assign(rd, rd + n);
+  }
+  return d;
+}
+
+OpDesc make_dynamic_alltoallv(const void* s, const size_t* sc, const size_t* sd, void* r, size_t capacity,
+                              size_t* rc, size_t* rd, cfxDataType_t t, cfxComm* comm) {
+  OpDesc d = make(Coll::kAlltoAllv, s, r, capacity, t);
+  d.dynamic = true;
+  d.recvcounts_out = rc;
+  d.rdispls_out = rd;
+  if (comm != nullptr && sc != nullptr && sd != nullptr) {
+    size_t n = static_cast<size_t>(comm->nranks());
+    d.sendcounts.assign(sc, sc + n);
+    d.sdispls.assign(sd, sd + n);
   }
   return d;
 }
@@ -412,6 +439,10 @@ cfxResult_t cfxAlltoAllv(const void* s, const size_t sc[], const size_t sd[], vo
                          const size_t rd[], cfxDataType_t t, cfxComm_t comm) {
   return issue(comm, make_alltoallv(s, sc, sd, r, rc, rd, t, comm));
 }
+cfxResult_t cfxAlltoAllvDynamic(const void* s, const size_t sc[], const size_t sd[], void* r, size_t capacity,
+                                size_t rc[], size_t rd[], cfxDataType_t t, cfxComm_t comm) {
+  return issue(comm, make_dynamic_alltoallv(s, sc, sd, r, capacity, rc, rd, t, comm));
+}
 cfxResult_t cfxGather(const void* s, void* r, size_t count, cfxDataType_t t, int root, cfxComm_t comm) {
   return issue(comm, make(Coll::kGather, s, r, count, t, cfxSum, root));
 }
@@ -477,6 +508,10 @@ cfxResult_t cfxIalltoAll(const void* s, void* r, size_t count, cfxDataType_t t, 
 cfxResult_t cfxIalltoAllv(const void* s, const size_t sc[], const size_t sd[], void* r, const size_t rc[],
                           const size_t rd[], cfxDataType_t t, cfxComm_t comm, cfxRequest_t* req) {
   return issue_async(comm, make_alltoallv(s, sc, sd, r, rc, rd, t, comm), req);
+}
+cfxResult_t cfxIalltoAllvDynamic(const void* s, const size_t sc[], const size_t sd[], void* r, size_t capacity,
+                                 size_t rc[], size_t rd[], cfxDataType_t t, cfxComm_t comm, cfxRequest_t* request) {
+  return issue_async(comm, make_dynamic_alltoallv(s, sc, sd, r, capacity, rc, rd, t, comm), request);
 }
 cfxResult_t cfxIgather(const void* s, void* r, size_t count, cfxDataType_t t, int root, cfxComm_t comm,
                        cfxRequest_t* req) {

@@ -46,6 +46,8 @@ std::string describe(const OpSig& sig) {
     if (c == Coll::kBroadcast || c == Coll::kReduce || c == Coll::kGather || c == Coll::kScatter)
       s += ", root=" + std::to_string(sig.root);
     if (sig.registered) s += ", registered buffers";
+    if (sig.root == -2) s += ", dynamic: counts";
+    if (sig.root == -3) s += ", dynamic: data";
   }
   return s + ")";
 }

@@ -87,6 +87,7 @@ struct cfxComm {
   std::chrono::steady_clock::time_point next_peer_check_{};
   std::vector<std::chrono::steady_clock::time_point> peer_gone_since_;  // by peer; {} while alive
   conflux::Status run_collective(const conflux::OpDesc& op);
+  conflux::Status run_dynamic_alltoallv(const conflux::OpDesc& op);
   conflux::Status run_p2p_batch(const std::vector<const conflux::OpDesc*>& ops);
   // Makes this communicator's tuner (its constants agreed by every rank).
   conflux::Status make_tuner();
@@ -170,6 +171,7 @@ struct cfxComm {
   std::atomic<int64_t> timeout_ms_{0};
   std::atomic<cfxResult_t> async_error_{cfxSuccess};
   conflux::Status broken_;  // first fatal error; later calls fail with it
+  bool failed_alike_ = false;  // the failing call failed on every rank alike, before data moved
   int spin_iterations_ = 0;  // polls before a waiting rank yields (none when oversubscribed)
   void notify_peers(const conflux::Status& st);  // Link::send_notice on every link
 

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <utility>
 #include <array>
 #include <algorithm>
 
@@ -64,6 +65,12 @@ OpSig signature_of(const OpDesc& op, uint32_t seq) {
   OpSig sig;
   sig.seq = seq;
   sig.coll = static_cast<uint8_t>(op.coll);
+  if (op.stage > 0) {  // a stage of a dynamic AlltoAllv: signed as that call
+    sig.coll = static_cast<uint8_t>(Coll::kAlltoAllv);
+    sig.dtype = static_cast<uint8_t>(op.dtype);
+    sig.root = -1 - op.stage;
+    return sig;
+  }
   if (op.coll == Coll::kBarrier) return sig;
   sig.dtype = static_cast<uint8_t>(op.dtype);
   sig.op = static_cast<uint8_t>(op.op);
@@ -169,6 +176,11 @@ Status cfxComm::run_locked(std::vector<OpDesc>& ops) {
   const bool collective = std::any_of(ops.begin(), ops.end(), [](const OpDesc& op) { return !op.is_p2p(); });
   if (st.ok() && collective) st = check_peers_between_calls();
   for (size_t i = 0; i < ops.size() && st.ok();) {
+    if (ops[i].dynamic) {
+      st = run_dynamic_alltoallv(ops[i]);
+      ++i;
+      continue;
+    }
     if (!ops[i].is_p2p()) {
       st = run_collective(ops[i]);
       ++i;
@@ -182,8 +194,11 @@ Status cfxComm::run_locked(std::vector<OpDesc>& ops) {
   }
   if (!st.ok()) {
     st.prepend("rank " + std::to_string(rank_) + ": ");
-    // Failures after messages moved leave links in an unknown state.
-    if (st.code() != cfxInvalidArgument) {
+    // Failures after messages moved leave links in an unknown state. A
+    // failure every rank found alike before any data moved (a dynamic
+    // AlltoAllv's capacity) leaves them clean.
+    const bool clean = std::exchange(failed_alike_, false);
+    if (st.code() != cfxInvalidArgument && !clean) {
       broken_ = st;
       cfxResult_t none = cfxSuccess;
       async_error_.compare_exchange_strong(none, st.code());
@@ -400,6 +415,10 @@ Result<std::shared_ptr<const algo::Schedule>> cfxComm::schedule_for(const OpDesc
     a.sdispls = op.sdispls.data();
     a.recvcounts = op.recvcounts.data();
     a.rdispls = op.rdispls.data();
+    if (!op.all_sendcounts.empty()) {
+      a.all_sendcounts = op.all_sendcounts.data();
+      a.all_sdispls = op.all_sdispls.data();
+    }
   }
   auto built = build_schedule(a, tuner, a.channels);
   if (!built.ok()) return Status(built.status()).prepend(std::string(coll_name(op.coll)) + ": ");
@@ -578,4 +597,75 @@ Status cfxComm::deregister_buffer(void* handle) {
     return Status::Ok();
   }
   return invalid_argument("cfxCommDeregister: not a handle cfxCommRegister gave for this communicator");
+}
+
+// The dynamic AlltoAllv in one call: (1) every rank's counts, displacements
+// and receive capacity are gathered by every rank (a small AllGather, on
+// the intra-host path one flag round), so (2) every rank checks every
+// receiver's capacity alike (an overflow fails on every rank, naming the
+// receiver and its largest sender, before any data moves), and (3) the data
+// moves as an AlltoAllv whose whole traffic matrix is known: only pairs with
+// something to move exchange messages, and on one host receivers read the
+// senders' blocks in place.
+Status cfxComm::run_dynamic_alltoallv(const OpDesc& op) {
+  const size_t n = static_cast<size_t>(nranks_), row = 2 * n + 1;
+  std::vector<uint64_t> mine(row), all(row * n);
+  for (size_t d = 0; d < n; ++d) {
+    mine[d] = op.sendcounts[d];
+    mine[n + d] = op.sdispls[d];
+  }
+  mine[2 * n] = op.count;
+  OpDesc gather;
+  gather.coll = Coll::kAllGather;
+  gather.sendbuf = mine.data();
+  gather.recvbuf = all.data();
+  gather.count = row;
+  gather.dtype = cfxUint64;
+  gather.stage = 1;
+  CFX_RETURN_IF_ERROR(run_collective(gather));
+  OpDesc data;
+  data.coll = Coll::kAlltoAllv;
+  data.sendbuf = op.sendbuf;
+  data.recvbuf = op.recvbuf;
+  data.dtype = op.dtype;
+  data.stage = 2;
+  data.sendcounts = op.sendcounts;
+  data.sdispls = op.sdispls;
+  data.all_sendcounts.resize(n * n);
+  data.all_sdispls.resize(n * n);
+  for (size_t s = 0; s < n; ++s)
+    for (size_t d = 0; d < n; ++d) {
+      data.all_sendcounts[s * n + d] = all[s * row + d];
+      data.all_sdispls[s * n + d] = all[s * row + n + d];
+    }
+  // Every receiver's capacity, checked on every rank the same way.
+  for (size_t q = 0; q < n; ++q) {
+    uint64_t total = 0, largest = 0;
+    size_t from = 0;
+    for (size_t s = 0; s < n; ++s) {
+      const uint64_t c = data.all_sendcounts[s * n + q];
+      total += c;
+      if (c > largest) largest = c, from = s;
+    }
+    const uint64_t capacity = all[q * row + 2 * n];
+    if (total > capacity) {
+      failed_alike_ = true;  // every rank returns this, and nothing moved: the links stay usable
+      return invalid_usage("alltoallv (dynamic): rank " + std::to_string(q) + " would receive " +
+                           std::to_string(total) + " elements but its recvcapacity is " + std::to_string(capacity) +
+                           " (rank " + std::to_string(from) + " sends it " + std::to_string(largest) +
+                           "); nothing was received");
+    }
+  }
+  data.recvcounts.resize(n);
+  data.rdispls.resize(n);
+  size_t at = 0;
+  for (size_t s = 0; s < n; ++s) {
+    data.recvcounts[s] = data.all_sendcounts[s * n + static_cast<size_t>(rank_)];
+    data.rdispls[s] = at;
+    at += data.recvcounts[s];
+  }
+  CFX_RETURN_IF_ERROR(run_collective(data));
+  std::copy(data.recvcounts.begin(), data.recvcounts.end(), op.recvcounts_out);
+  std::copy(data.rdispls.begin(), data.rdispls.end(), op.rdispls_out);
+  return Status::Ok();
 }

@@ -35,6 +35,17 @@ std::string direct_reaches(const algo::CollArgs& a, const sim::ClusterModel& m) 
   return {};
 }
 
+// AlltoAllv algorithms that need every rank's counts (the dynamic AlltoAllv knows them).
+std::string knows_all_counts(const algo::CollArgs& a, const sim::ClusterModel& m) {
+  (void)m;
+  return a.all_sendcounts != nullptr ? "" : "needs every rank's counts (the dynamic AlltoAllv)";
+}
+
+std::string direct_knows_all_counts(const algo::CollArgs& a, const sim::ClusterModel& m) {
+  std::string why = knows_all_counts(a, m);
+  return why.empty() ? direct_reaches(a, m) : why;
+}
+
 std::string hier_needs_regular_hosts(const algo::CollArgs& a, const sim::ClusterModel& m) {
   if (m.nhosts() < 2) return "single host: nothing to make hierarchical";
   if (!algo::hier_supported(a)) return "needs the same number of ranks on every host";
@@ -79,6 +90,7 @@ std::vector<Candidate>& registry() {
       {"pairwise", Coll::kAlltoAll, algo::pairwise_alltoall, false, serves_any},
       {"bruck", Coll::kAlltoAll, algo::bruck_alltoall, false, serves_any},
       {"pairwise", Coll::kAlltoAllv, algo::pairwise_alltoall, false, serves_any},
+      {"sparse", Coll::kAlltoAllv, algo::sparse_alltoallv, false, knows_all_counts},
       {"linear", Coll::kGather, algo::linear_gather, false, serves_any},
       {"linear", Coll::kScatter, algo::linear_scatter, false, serves_any},
       {"dissemination", Coll::kBarrier, algo::dissemination_barrier, true, serves_any},
@@ -102,6 +114,7 @@ std::vector<Candidate>& registry() {
       {"eager", Coll::kScatter, algo::eager_scatter, false, eager_fits, true},
       {"direct", Coll::kScatter, algo::direct_scatter, false, direct_reaches, true},
       {"flag", Coll::kBarrier, algo::flag_barrier, false, needs_one_host, true},
+      {"direct", Coll::kAlltoAllv, algo::direct_alltoallv, false, direct_knows_all_counts, true},
   };
   return all;
 }
