@@ -202,6 +202,63 @@ cfxResult_t cfxTest(cfxRequest_t request, int* done);
 cfxResult_t cfxWait(cfxRequest_t request);
 cfxResult_t cfxRequestFree(cfxRequest_t request);
 
+/* ---- Mixture-of-Experts dispatch and combine --------------------------- *
+ * A MoE layer object: tokens go to the ranks that hold their top-k experts
+ * (dispatch) and the experts' outputs come back weighted, in token order
+ * (combine). Counts are found inside each call (cfxAlltoAllvDynamic), a
+ * token travels once to each destination rank however many of its experts
+ * live there, and the routing is kept in a handle: combine, the backward
+ * pass and a replay with the same routing reuse it. */
+typedef struct cfxMoe* cfxMoe_t;
+typedef struct cfxMoeHandle* cfxMoeHandle_t;
+typedef struct {
+  size_t size;                /* sizeof(cfxMoeConfig_t): lets the struct grow */
+  int num_experts, top_k;
+  size_t hidden;              /* elements per token */
+  cfxDataType_t datatype;     /* at least cfxFloat32 and cfxBfloat16 */
+  size_t max_tokens_per_rank;
+  const int* expert_to_rank;  /* NULL: blocked, expert e on rank e / (num_experts / nranks) */
+  double capacity_factor;     /* 0: dropless */
+  /* Fields below may be left 0 (a caller compiled against an older header
+     passes a smaller size). */
+  size_t expert_alignment;    /* rows: each expert's block starts at a multiple of it (0 or 1: packed) */
+  int64_t timeout_ms;         /* per dispatch/combine (0: the communicator's) */
+} cfxMoeConfig_t;
+cfxResult_t cfxMoeCreate(cfxMoe_t* moe, const cfxMoeConfig_t* config, cfxComm_t comm);   /* collective */
+/* expert_tokens: this rank's experts in ascending id, each a packed block of tokens_per_expert[i] rows;
+   inside a block, rows in order of (source rank, token index on the source). */
+cfxResult_t cfxMoeDispatch(cfxMoe_t moe, const void* tokens, size_t ntokens, const int32_t* topk_idx,
+                           const float* topk_weights, void* expert_tokens, size_t expert_capacity_rows,
+                           size_t tokens_per_expert[], cfxMoeHandle_t* handle);
+/* tokens_out[t] = sum over j = 0..top_k-1, in that order, of topk_weights[t*top_k+j] times the row that
+   expert topk_idx[t*top_k+j] produced for token t, accumulated in float (bf16: rounded once at the end;
+   a fused multiply-add may differ in the last bit). */
+cfxResult_t cfxMoeCombine(cfxMoe_t moe, cfxMoeHandle_t handle, const void* expert_out, void* tokens_out);
+cfxResult_t cfxMoeHandleFree(cfxMoeHandle_t handle);
+cfxResult_t cfxMoeDestroy(cfxMoe_t moe);
+/* This rank's experts (ascending ids) and where each block starts in
+   expert_tokens, in rows (after alignment). experts[] has room for
+   num_experts; *count is set to how many this rank holds. */
+cfxResult_t cfxMoeLocalExperts(cfxMoe_t moe, int experts[], int* count);
+cfxResult_t cfxMoeBlockOffsets(cfxMoeHandle_t handle, size_t offsets[]);
+/* Token-expert pairs the capacity policy dropped in this dispatch (their
+   combine contribution is zero); 0 when dropless. */
+cfxResult_t cfxMoeDropped(cfxMoeHandle_t handle, size_t* dropped);
+/* The same routing again with new rows (a replay, or the backward of
+   combine): tokens go where the handle's dispatch sent them. With
+   scale_by_weights, each expert row is multiplied by its token's weight
+   for that expert (the gradient of combine with respect to expert_out). */
+cfxResult_t cfxMoeDispatchReplay(cfxMoe_t moe, cfxMoeHandle_t handle, const void* tokens, void* expert_tokens,
+                                 int scale_by_weights);
+/* Combine with other weights: weights[t*top_k+j], or NULL for all 1 (the
+   backward of dispatch: each token's gradient is the sum of its rows'). */
+cfxResult_t cfxMoeCombineWeighted(cfxMoe_t moe, cfxMoeHandle_t handle, const void* expert_out, const float* weights,
+                                  void* tokens_out);
+/* Each token's rows back unreduced: rows_out[(t*top_k+j)*hidden ...] is the
+   row expert topk_idx[t*top_k+j] produced for token t (zero if dropped);
+   for the gradient of combine with respect to the weights. */
+cfxResult_t cfxMoeGatherRows(cfxMoe_t moe, cfxMoeHandle_t handle, const void* expert_out, void* rows_out);
+
 /* ---- utilities --------------------------------------------------------- */
 /* Size in bytes of one element of datatype (0 for an invalid type). */
 size_t cfxTypeSize(cfxDataType_t datatype);

@@ -65,6 +65,7 @@ struct cfxComm {
   void leave_call() { in_flight_.fetch_sub(1); }
   int calls_in_flight() const { return in_flight_.load(); }
   void set_timeout_ms(int64_t ms) { timeout_ms_.store(ms); }
+  int64_t timeout_ms() const { return timeout_ms_.load(); }
   cfxResult_t async_error() const { return async_error_.load(); }
 
   void set_last_error(const std::string& message);

@@ -608,13 +608,15 @@ Status cfxComm::deregister_buffer(void* handle) {
 // something to move exchange messages, and on one host receivers read the
 // senders' blocks in place.
 Status cfxComm::run_dynamic_alltoallv(const OpDesc& op) {
-  const size_t n = static_cast<size_t>(nranks_), row = 2 * n + 1;
+  const size_t n = static_cast<size_t>(nranks_);
+  const size_t nextra = op.exchange != nullptr ? op.exchange->extra.size() : 0, row = 2 * n + 1 + nextra;
   std::vector<uint64_t> mine(row), all(row * n);
   for (size_t d = 0; d < n; ++d) {
     mine[d] = op.sendcounts[d];
     mine[n + d] = op.sdispls[d];
   }
-  mine[2 * n] = op.count;
+  mine[2 * n] = op.exchange != nullptr ? SIZE_MAX : op.count;  // a library exchange sizes its own buffer
+  for (size_t k = 0; k < nextra; ++k) mine[2 * n + 1 + k] = op.exchange->extra[k];
   OpDesc gather;
   gather.coll = Coll::kAllGather;
   gather.sendbuf = mine.data();
@@ -664,8 +666,19 @@ Status cfxComm::run_dynamic_alltoallv(const OpDesc& op) {
     data.rdispls[s] = at;
     at += data.recvcounts[s];
   }
+  if (op.exchange != nullptr) {
+    std::vector<uint64_t> extras(n * nextra);
+    for (size_t s = 0; s < n; ++s)
+      for (size_t k = 0; k < nextra; ++k) extras[s * nextra + k] = all[s * row + 2 * n + 1 + k];
+    Result<void*> where = op.exchange->decide(extras, at);
+    if (!where.ok()) {
+      failed_alike_ = true;  // `decide` saw the same words on every rank
+      return where.status();
+    }
+    data.recvbuf = where.value();
+  }
   CFX_RETURN_IF_ERROR(run_collective(data));
-  std::copy(data.recvcounts.begin(), data.recvcounts.end(), op.recvcounts_out);
-  std::copy(data.rdispls.begin(), data.rdispls.end(), op.rdispls_out);
+  if (op.recvcounts_out != nullptr) std::copy(data.recvcounts.begin(), data.recvcounts.end(), op.recvcounts_out);
+  if (op.rdispls_out != nullptr) std::copy(data.rdispls.begin(), data.rdispls.end(), op.rdispls_out);
   return Status::Ok();
 }

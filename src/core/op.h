@@ -3,10 +3,22 @@
 #pragma once
 
 #include "core/coll.h"
+#include "core/status.h"
 
+#include <functional>
 #include <vector>
 
 namespace conflux {
+
+// A dynamic AlltoAllv driven from inside the library (the MoE layer): each
+// rank adds words of its own to the gathered counts, and `decide` sees
+// every rank's words, and what this rank receives, before any data moves:
+// it returns where to receive (elements), or an error every rank returns
+// alike.
+struct DynamicExchange {
+  std::vector<uint64_t> extra;
+  std::function<Result<void*>(const std::vector<uint64_t>& all_extra, size_t recv_elems)> decide;
+};
 
 struct OpDesc {
   Coll coll = Coll::kAllReduce;
@@ -29,6 +41,7 @@ struct OpDesc {
   // match them. Stage 2 knows every rank's counts and displacements.
   int stage = 0;
   std::vector<size_t> all_sendcounts, all_sdispls;
+  DynamicExchange* exchange = nullptr;  // a library-driven dynamic AlltoAllv
 
   bool is_p2p() const { return coll == Coll::kSend || coll == Coll::kRecv; }
 };

@@ -1,0 +1,548 @@
+// MoE dispatch and combine (cfxMoe*): see core/moe.h.
+#include "core/moe.h"
+
+#include "core/half.h"
+#include "core/log.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+
+using namespace conflux;
+
+namespace {
+
+// What a dispatch found wrong on a rank, gathered with its counts so that
+// every rank fails alike: kind << 56 | value << 24 | token.
+enum BadKind : uint64_t { kNoProblem = 0, kExpertOutOfRange = 1, kTooManyTokens = 2 };
+
+uint64_t bad_word(BadKind kind, uint64_t value, uint64_t token) {
+  return static_cast<uint64_t>(kind) << 56 | (value & 0xffffffffu) << 24 | (token & 0xffffffu);
+}
+
+float load(const void* base, size_t i, cfxDataType_t t) {
+  switch (t) {
+    case cfxFloat32: return static_cast<const float*>(base)[i];
+    case cfxBfloat16: return bf16_to_float(static_cast<const uint16_t*>(base)[i]);
+    default: return half_to_float(static_cast<const uint16_t*>(base)[i]);
+  }
+}
+
+void store(void* base, size_t i, float v, cfxDataType_t t) {
+  switch (t) {
+    case cfxFloat32: static_cast<float*>(base)[i] = v; break;
+    case cfxBfloat16: static_cast<uint16_t*>(base)[i] = float_to_bf16(v); break;
+    default: static_cast<uint16_t*>(base)[i] = float_to_half(v); break;
+  }
+}
+
+size_t aligned(size_t rows, size_t alignment) {
+  return alignment > 1 ? (rows + alignment - 1) / alignment * alignment : rows;
+}
+
+// A record of one token sent to one rank: how many of that rank's experts
+// it goes to, then (expert, weight) for each.
+struct RecordTarget {
+  int32_t expert;
+  float weight;
+};
+
+// Runs the communicator's operation under the layer's deadline.
+Status run_op(cfxMoe* moe, OpDesc op) {
+  cfxComm* comm = moe->comm;
+  const int64_t saved = comm->timeout_ms();
+  if (moe->config.timeout_ms > 0) comm->set_timeout_ms(moe->config.timeout_ms);
+  std::vector<OpDesc> ops;
+  ops.push_back(std::move(op));
+  Status st = comm->run(std::move(ops));
+  if (moe->config.timeout_ms > 0) comm->set_timeout_ms(saved);
+  return st;
+}
+
+// An AlltoAllv of bytes with counts both sides know.
+Status exchange_bytes(cfxMoe* moe, const std::vector<uint8_t>& send, const std::vector<size_t>& sc,
+                      std::vector<uint8_t>* recv, const std::vector<size_t>& rc) {
+  const size_t n = sc.size();
+  OpDesc op;
+  op.coll = Coll::kAlltoAllv;
+  op.dtype = cfxUint8;
+  op.sendcounts = sc;
+  op.recvcounts = rc;
+  op.sdispls.resize(n);
+  op.rdispls.resize(n);
+  size_t so = 0, ro = 0;
+  for (size_t p = 0; p < n; ++p) {
+    op.sdispls[p] = so, so += sc[p];
+    op.rdispls[p] = ro, ro += rc[p];
+  }
+  recv->assign(ro, 0);
+  op.sendbuf = send.data();
+  op.recvbuf = recv->data();
+  return run_op(moe, std::move(op));
+}
+
+Status check_config(const cfxMoeConfig_t* c, int nranks) {
+  auto bad = [](const std::string& why) { return invalid_argument("cfxMoeCreate: " + why); };
+  if (c == nullptr) return bad("config is NULL");
+  if (c->size < offsetof(cfxMoeConfig_t, capacity_factor) + sizeof c->capacity_factor)
+    return bad("config.size is " + std::to_string(c->size) + ": set it to sizeof(cfxMoeConfig_t)");
+  if (c->num_experts < 1) return bad("num_experts must be at least 1");
+  if (c->top_k < 1 || c->top_k > c->num_experts)
+    return bad("top_k " + std::to_string(c->top_k) + " must be in [1, num_experts]");
+  if (c->hidden == 0) return bad("hidden is 0");
+  if (c->datatype != cfxFloat32 && c->datatype != cfxBfloat16 && c->datatype != cfxFloat16)
+    return bad("datatype must be float32, bfloat16 or float16");
+  if (!(c->capacity_factor >= 0) || !std::isfinite(c->capacity_factor)) return bad("capacity_factor must be >= 0");
+  if (c->expert_to_rank == nullptr && (c->num_experts < nranks || c->num_experts % nranks != 0))
+    return bad("blocked placement needs num_experts (" + std::to_string(c->num_experts) +
+               ") to be a multiple of the ranks (" + std::to_string(nranks) + "); pass expert_to_rank");
+  if (c->expert_to_rank != nullptr)
+    for (int e = 0; e < c->num_experts; ++e)
+      if (c->expert_to_rank[e] < 0 || c->expert_to_rank[e] >= nranks)
+        return bad("expert_to_rank[" + std::to_string(e) + "] = " + std::to_string(c->expert_to_rank[e]) +
+                   " is not a rank");
+  return Status::Ok();
+}
+
+// Everything a rank's config says, as words every rank compares.
+std::vector<uint64_t> fingerprint(const cfxMoe& m) {
+  uint64_t map = 1469598103934665603ull;  // FNV-1a over the placement
+  for (int r : m.expert_rank) map = (map ^ static_cast<uint64_t>(r)) * 1099511628211ull;
+  const cfxMoeConfig_t& c = m.config;
+  return {static_cast<uint64_t>(c.num_experts), static_cast<uint64_t>(c.top_k), c.hidden,
+          static_cast<uint64_t>(c.datatype), c.max_tokens_per_rank, std::bit_cast<uint64_t>(c.capacity_factor),
+          c.expert_alignment, map};
+}
+
+const char* kFieldNames[] = {"num_experts", "top_k", "hidden", "datatype", "max_tokens_per_rank",
+                             "capacity_factor", "expert_alignment", "expert_to_rank"};
+
+Status create(cfxMoe_t* out, const cfxMoeConfig_t* config, cfxComm* comm) {
+  if (out == nullptr) return invalid_argument("cfxMoeCreate: moe is NULL");
+  *out = nullptr;
+  if (comm == nullptr) return invalid_argument("cfxMoeCreate: communicator is NULL");
+  const int n = comm->nranks();
+  CFX_RETURN_IF_ERROR(check_config(config, n));
+  auto moe = std::make_unique<cfxMoe>();
+  moe->comm = comm;
+  std::memcpy(&moe->config, config, std::min(config->size, sizeof(cfxMoeConfig_t)));
+  moe->config.size = sizeof(cfxMoeConfig_t);
+  moe->config.expert_to_rank = nullptr;  // copied below; the caller's array need not outlive the call
+  const int E = config->num_experts;
+  moe->expert_rank.resize(static_cast<size_t>(E));
+  for (int e = 0; e < E; ++e)
+    moe->expert_rank[e] = config->expert_to_rank != nullptr ? config->expert_to_rank[e] : e / (E / n);
+  moe->local_index.assign(static_cast<size_t>(E), -1);
+  for (int e = 0; e < E; ++e)
+    if (moe->expert_rank[e] == comm->rank()) {
+      moe->local_index[e] = static_cast<int>(moe->local_experts.size());
+      moe->local_experts.push_back(e);
+    }
+  moe->elem = datatype_size(config->datatype);
+  moe->row_bytes = moe->elem * config->hidden;
+  // Every rank's configuration, compared with every other's: a rank that
+  // differs is named on every rank.
+  const std::vector<uint64_t> mine = fingerprint(*moe);
+  std::vector<uint64_t> all(mine.size() * static_cast<size_t>(n));
+  OpDesc op;
+  op.coll = Coll::kAllGather;
+  op.sendbuf = mine.data();
+  op.recvbuf = all.data();
+  op.count = mine.size();
+  op.dtype = cfxUint64;
+  CFX_RETURN_IF_ERROR(run_op(moe.get(), op).prepend("cfxMoeCreate: "));
+  for (int r = 1; r < n; ++r)
+    for (size_t k = 0; k < mine.size(); ++k)
+      if (all[r * mine.size() + k] != all[k])
+        return invalid_usage("cfxMoeCreate: rank " + std::to_string(r) + "'s " + kFieldNames[k] +
+                             " differs from rank 0's (" + std::to_string(all[r * mine.size() + k]) + " against " +
+                             std::to_string(all[k]) + ")");
+  *out = moe.release();
+  return Status::Ok();
+}
+
+Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* topk_idx, const float* topk_weights,
+                void* expert_tokens, size_t capacity_rows, size_t tokens_per_expert[], cfxMoeHandle_t* handle_out) {
+  auto bad = [](const std::string& why) { return invalid_argument("cfxMoeDispatch: " + why); };
+  if (moe == nullptr || handle_out == nullptr) return bad("moe or handle is NULL");
+  *handle_out = nullptr;
+  if (ntokens > 0 && (tokens == nullptr || topk_idx == nullptr || topk_weights == nullptr))
+    return bad("tokens, topk_idx or topk_weights is NULL");
+  if (!moe->local_experts.empty() && tokens_per_expert == nullptr) return bad("tokens_per_expert is NULL");
+  cfxComm* comm = moe->comm;
+  const cfxMoeConfig_t& c = moe->config;
+  const size_t n = static_cast<size_t>(comm->nranks()), k = static_cast<size_t>(c.top_k),
+               E = static_cast<size_t>(c.num_experts), row = moe->row_bytes;
+  auto h = std::make_unique<cfxMoeHandle>();
+  h->moe = moe;
+  h->ntokens = ntokens;
+  h->pair_rank.assign(ntokens * k, -1);
+  h->pair_slot.assign(ntokens * k, 0);
+  h->pair_weight.assign(topk_weights, topk_weights + ntokens * k);
+  h->sent.assign(n, {});
+  h->returned_rows.assign(n, 0);
+  // Routing: each token once per destination rank, with its experts there.
+  uint64_t problem = kNoProblem;
+  if (ntokens > c.max_tokens_per_rank) problem = bad_word(kTooManyTokens, c.max_tokens_per_rank, ntokens);
+  std::vector<uint64_t> rows_for(E, 0);
+  std::vector<std::vector<std::pair<uint32_t, std::vector<RecordTarget>>>> out(n);
+  for (size_t t = 0; t < ntokens && problem == kNoProblem; ++t) {
+    for (size_t j = 0; j < k; ++j) {
+      const int32_t e = topk_idx[t * k + j];
+      if (e < 0 || static_cast<size_t>(e) >= E) {
+        problem = bad_word(kExpertOutOfRange, static_cast<uint32_t>(e), t);
+        break;
+      }
+      const int dst = moe->expert_rank[static_cast<size_t>(e)];
+      auto& list = out[static_cast<size_t>(dst)];
+      if (list.empty() || list.back().first != t) list.emplace_back(static_cast<uint32_t>(t), std::vector<RecordTarget>{});
+      list.back().second.push_back({e, topk_weights[t * k + j]});
+      h->pair_rank[t * k + j] = dst;
+      h->pair_slot[t * k + j] = static_cast<uint32_t>(h->returned_rows[static_cast<size_t>(dst)]++);
+      ++rows_for[static_cast<size_t>(e)];
+    }
+  }
+  if (problem != kNoProblem) {  // send nothing; the problem travels with the counts
+    for (auto& list : out) list.clear();
+    std::fill(rows_for.begin(), rows_for.end(), 0);
+  }
+  // Per destination: the number of records, the records (count of
+  // targets, then each target), padded to 16 bytes, then the rows.
+  std::vector<size_t> sc(n), sd(n);
+  size_t total = 0;
+  std::vector<size_t> rows_at(n);
+  for (size_t d = 0; d < n; ++d) {
+    size_t meta = 4;
+    for (auto& [t, targets] : out[d]) meta += 4 + targets.size() * sizeof(RecordTarget);
+    meta = (meta + 15) / 16 * 16;
+    sd[d] = total;
+    rows_at[d] = total + meta;
+    sc[d] = meta + out[d].size() * row;
+    total += sc[d];
+  }
+  std::vector<uint8_t> send(total);
+  for (size_t d = 0; d < n; ++d) {
+    uint8_t* at = send.data() + sd[d];
+    uint8_t* rows = send.data() + rows_at[d];
+    const uint32_t nrec = static_cast<uint32_t>(out[d].size());
+    std::memcpy(at, &nrec, 4);
+    at += 4;
+    for (auto& [t, targets] : out[d]) {
+      const uint32_t m = static_cast<uint32_t>(targets.size());
+      std::memcpy(at, &m, 4);
+      std::memcpy(at + 4, targets.data(), targets.size() * sizeof(RecordTarget));
+      at += 4 + targets.size() * sizeof(RecordTarget);
+      std::memcpy(rows, static_cast<const uint8_t*>(tokens) + t * row, row);
+      rows += row;
+      h->sent[d].push_back(t);
+    }
+  }
+  // Every rank's words: its problem, its expert_capacity_rows, its rows per expert.
+  DynamicExchange x;
+  x.extra.reserve(2 + E);
+  x.extra.push_back(problem);
+  x.extra.push_back(capacity_rows);
+  x.extra.insert(x.extra.end(), rows_for.begin(), rows_for.end());
+  std::vector<uint8_t> recv;
+  std::vector<size_t> kept(E);
+  const size_t nextra = x.extra.size();
+  const int me = comm->rank();
+  x.decide = [&](const std::vector<uint64_t>& all, size_t recv_bytes) -> Result<void*> {
+    for (size_t s = 0; s < n; ++s) {
+      const uint64_t p = all[s * nextra];
+      const uint64_t kind = p >> 56, value = (p >> 24) & 0xffffffffu, token = p & 0xffffffu;
+      if (kind == kExpertOutOfRange)
+        return invalid_argument("cfxMoeDispatch: rank " + std::to_string(s) + "'s token " + std::to_string(token) +
+                                " routes to expert " + std::to_string(static_cast<int32_t>(value)) +
+                                ", out of range [0, " + std::to_string(E) + ")");
+      if (kind == kTooManyTokens)
+        return invalid_argument("cfxMoeDispatch: rank " + std::to_string(s) + " dispatches " + std::to_string(token) +
+                                " tokens, more than max_tokens_per_rank " + std::to_string(value));
+    }
+    uint64_t pairs = 0;
+    std::vector<uint64_t> per_expert(E, 0);
+    for (size_t s = 0; s < n; ++s)
+      for (size_t e = 0; e < E; ++e) per_expert[e] += all[s * nextra + 2 + e];
+    for (uint64_t v : per_expert) pairs += v;
+    // Capacity: dropless, or each expert keeps at most capacity_factor times its even share.
+    const uint64_t cap = c.capacity_factor > 0
+                             ? static_cast<uint64_t>(std::ceil(c.capacity_factor * static_cast<double>(pairs) / E))
+                             : UINT64_MAX;
+    for (size_t e = 0; e < E; ++e) kept[e] = std::min(per_expert[e], cap);
+    for (size_t q = 0; q < n; ++q) {
+      size_t rows_q = 0;
+      for (size_t e = 0; e < E; ++e)
+        if (moe->expert_rank[e] == static_cast<int>(q)) rows_q += aligned(kept[e], c.expert_alignment);
+      const uint64_t capacity = all[q * nextra + 1];
+      if (rows_q > capacity)
+        return invalid_usage("cfxMoeDispatch: rank " + std::to_string(q) + "'s experts receive " +
+                             std::to_string(rows_q) + " rows but its expert_capacity_rows is " + std::to_string(capacity) +
+                             (c.capacity_factor > 0 ? "" : " (dropless)"));
+    }
+    recv.resize(recv_bytes);
+    return static_cast<void*>(recv.data());
+  };
+  OpDesc op;
+  op.coll = Coll::kAlltoAllv;
+  op.dynamic = true;
+  op.dtype = cfxUint8;
+  op.sendbuf = send.data();
+  op.sendcounts = sc;
+  op.sdispls = sd;
+  op.exchange = &x;
+  std::vector<size_t> rc(n), rd(n);
+  op.recvcounts_out = rc.data();
+  op.rdispls_out = rd.data();
+  CFX_RETURN_IF_ERROR(run_op(moe, std::move(op)));
+  // This rank's expert blocks, then the rows into them, in (source rank,
+  // token) order.
+  const size_t nlocal = moe->local_experts.size();
+  h->tokens_per_expert.resize(nlocal);
+  h->block_offset.resize(nlocal);
+  size_t at = 0;
+  for (size_t i = 0; i < nlocal; ++i) {
+    h->tokens_per_expert[i] = kept[static_cast<size_t>(moe->local_experts[i])];
+    h->block_offset[i] = at;
+    at += aligned(h->tokens_per_expert[i], c.expert_alignment);
+  }
+  h->expert_rows = at;
+  std::vector<size_t> filled(nlocal, 0);
+  h->targets.assign(n, {});
+  h->records.assign(n, {});
+  for (size_t s = 0; s < n; ++s) {
+    const uint8_t* at_rec = recv.data() + rd[s];
+    auto corrupt = [&] { return internal_error("cfxMoeDispatch: a corrupt record stream from rank " + std::to_string(s)); };
+    if (rc[s] == 0) continue;
+    if (rc[s] < 4) return corrupt();
+    uint32_t nrec = 0;
+    std::memcpy(&nrec, at_rec, 4);
+    std::vector<std::pair<uint32_t, const uint8_t*>> recs;
+    size_t meta = 4;
+    for (uint32_t r = 0; r < nrec; ++r) {
+      if (meta + 4 > rc[s]) return corrupt();
+      uint32_t m = 0;
+      std::memcpy(&m, at_rec + meta, 4);
+      recs.emplace_back(m, at_rec + meta + 4);
+      meta += 4 + m * sizeof(RecordTarget);
+    }
+    if ((meta + 15) / 16 * 16 + nrec * row != rc[s]) return corrupt();
+    const uint8_t* rows = at_rec + (meta + 15) / 16 * 16;
+    for (size_t r = 0; r < recs.size(); ++r) {
+      const auto [m, tp] = recs[r];
+      h->records[s].push_back(m);
+      for (uint32_t q = 0; q < m; ++q) {
+        RecordTarget tg;
+        std::memcpy(&tg, tp + q * sizeof(RecordTarget), sizeof tg);
+        const int li = moe->local_index[static_cast<size_t>(tg.expert)];
+        if (li < 0) return internal_error("cfxMoeDispatch: rank " + std::to_string(s) + " sent a row for expert " +
+                                          std::to_string(tg.expert) + ", which rank " + std::to_string(me) + " lacks");
+        const size_t pos = filled[static_cast<size_t>(li)]++;
+        if (pos >= h->tokens_per_expert[static_cast<size_t>(li)]) {
+          h->targets[s].push_back({-1, tg.weight});
+          ++h->dropped;
+          continue;
+        }
+        const size_t dst_row = h->block_offset[static_cast<size_t>(li)] + pos;
+        std::memcpy(static_cast<uint8_t*>(expert_tokens) + dst_row * row, rows + r * row, row);
+        h->targets[s].push_back({static_cast<int64_t>(dst_row), tg.weight});
+      }
+    }
+  }
+  for (size_t i = 0; i < nlocal; ++i) tokens_per_expert[i] = h->tokens_per_expert[i];
+  if (h->dropped > 0)
+    CFX_INFO(kColl, "cfxMoeDispatch: rank %d dropped %zu token-expert pairs over capacity", me, h->dropped);
+  *handle_out = h.release();
+  return Status::Ok();
+}
+
+// Combine's exchange: each (token, expert) row back to its token's rank,
+// in the order that rank sent them (a dropped one as zeros).
+Status return_rows(cfxMoeHandle* h, const void* expert_out, std::vector<uint8_t>* recv, std::vector<size_t>* rd) {
+  cfxMoe* moe = h->moe;
+  const size_t n = h->targets.size(), row = moe->row_bytes;
+  std::vector<size_t> sc(n), rc(n);
+  size_t total = 0;
+  for (size_t s = 0; s < n; ++s) total += (sc[s] = h->targets[s].size() * row);
+  std::vector<uint8_t> send(total, 0);
+  size_t at = 0;
+  for (size_t s = 0; s < n; ++s)
+    for (const cfxMoeHandle::Target& tg : h->targets[s]) {
+      if (tg.row >= 0) std::memcpy(send.data() + at, static_cast<const uint8_t*>(expert_out) + tg.row * row, row);
+      at += row;
+    }
+  rd->assign(n, 0);
+  size_t ro = 0;
+  for (size_t q = 0; q < n; ++q) {
+    rc[q] = h->returned_rows[q] * row;
+    (*rd)[q] = ro;
+    ro += rc[q];
+  }
+  return exchange_bytes(moe, send, sc, recv, rc);
+}
+
+Status combine(cfxMoeHandle* h, const void* expert_out, const float* weights, bool use_handle_weights,
+               void* tokens_out, bool rows_only) {
+  cfxMoe* moe = h->moe;
+  const cfxMoeConfig_t& c = moe->config;
+  const size_t k = static_cast<size_t>(c.top_k), hidden = c.hidden, row = moe->row_bytes;
+  std::vector<uint8_t> recv;
+  std::vector<size_t> rd;
+  CFX_RETURN_IF_ERROR(return_rows(h, expert_out, &recv, &rd));
+  std::vector<float> acc(hidden);
+  for (size_t t = 0; t < h->ntokens; ++t) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (size_t j = 0; j < k; ++j) {
+      const size_t p = t * k + j;
+      const int32_t q = h->pair_rank[p];
+      const uint8_t* src = q >= 0 ? recv.data() + rd[static_cast<size_t>(q)] + h->pair_slot[p] * row : nullptr;
+      if (rows_only) {
+        uint8_t* dst = static_cast<uint8_t*>(tokens_out) + p * row;
+        if (src != nullptr) std::memcpy(dst, src, row);
+        else std::memset(dst, 0, row);
+        continue;
+      }
+      if (src == nullptr) continue;
+      const float w = use_handle_weights ? h->pair_weight[p] : (weights != nullptr ? weights[p] : 1.0f);
+      for (size_t i = 0; i < hidden; ++i) acc[i] = std::fma(w, load(src, i, c.datatype), acc[i]);
+    }
+    if (!rows_only)
+      for (size_t i = 0; i < hidden; ++i) store(static_cast<uint8_t*>(tokens_out) + t * row, i, acc[i], c.datatype);
+  }
+  return Status::Ok();
+}
+
+Status replay(cfxMoeHandle* h, const void* tokens, void* expert_tokens, bool scale) {
+  cfxMoe* moe = h->moe;
+  const cfxMoeConfig_t& c = moe->config;
+  const size_t n = h->sent.size(), row = moe->row_bytes;
+  std::vector<size_t> sc(n), rc(n);
+  size_t total = 0;
+  for (size_t d = 0; d < n; ++d) total += (sc[d] = h->sent[d].size() * row);
+  std::vector<uint8_t> send(total);
+  size_t at = 0;
+  for (size_t d = 0; d < n; ++d)
+    for (uint32_t t : h->sent[d]) {
+      std::memcpy(send.data() + at, static_cast<const uint8_t*>(tokens) + t * row, row);
+      at += row;
+    }
+  for (size_t s = 0; s < n; ++s) rc[s] = h->records[s].size() * row;
+  std::vector<uint8_t> recv;
+  CFX_RETURN_IF_ERROR(exchange_bytes(moe, send, sc, &recv, rc));
+  size_t base = 0;
+  for (size_t s = 0; s < n; ++s) {
+    size_t next_target = 0;
+    for (size_t r = 0; r < h->records[s].size(); ++r) {
+      const uint8_t* src = recv.data() + base + r * row;
+      for (uint32_t q = 0; q < h->records[s][r]; ++q) {
+        const cfxMoeHandle::Target& tg = h->targets[s][next_target++];
+        if (tg.row < 0) continue;
+        uint8_t* dst = static_cast<uint8_t*>(expert_tokens) + tg.row * row;
+        if (!scale) {
+          std::memcpy(dst, src, row);
+          continue;
+        }
+        for (size_t i = 0; i < c.hidden; ++i) store(dst, i, tg.weight * load(src, i, c.datatype), c.datatype);
+      }
+    }
+    base += rc[s];
+  }
+  return Status::Ok();
+}
+
+template <typename F>
+cfxResult_t moe_call(cfxMoe* moe, F&& body) {
+  cfxComm* comm = moe != nullptr ? moe->comm : nullptr;
+  try {
+    Status st = body();
+    if (st.ok()) return cfxSuccess;
+    if (comm != nullptr) comm->set_last_error(st.message());
+    CFX_WARN(kColl, "%s", st.message().c_str());
+    return st.code();
+  } catch (const std::bad_alloc&) {
+    if (comm != nullptr) comm->set_last_error("out of memory");
+    return cfxSystemError;
+  } catch (...) {
+    if (comm != nullptr) comm->set_last_error("unexpected exception in the MoE layer");
+    return cfxInternalError;
+  }
+}
+
+}  // namespace
+
+extern "C" {
+
+cfxResult_t cfxMoeCreate(cfxMoe_t* moe, const cfxMoeConfig_t* config, cfxComm_t comm) {
+  try {
+    Status st = create(moe, config, comm);
+    if (!st.ok() && comm != nullptr) comm->set_last_error(st.message());
+    return st.code();
+  } catch (...) {
+    return cfxInternalError;
+  }
+}
+
+cfxResult_t cfxMoeDispatch(cfxMoe_t moe, const void* tokens, size_t ntokens, const int32_t* topk_idx,
+                           const float* topk_weights, void* expert_tokens, size_t expert_capacity_rows,
+                           size_t tokens_per_expert[], cfxMoeHandle_t* handle) {
+  if (moe == nullptr) return cfxInvalidArgument;
+  return moe_call(moe, [&] {
+    return dispatch(moe, tokens, ntokens, topk_idx, topk_weights, expert_tokens, expert_capacity_rows,
+                    tokens_per_expert, handle);
+  });
+}
+
+cfxResult_t cfxMoeCombine(cfxMoe_t moe, cfxMoeHandle_t handle, const void* expert_out, void* tokens_out) {
+  if (moe == nullptr || handle == nullptr || handle->moe != moe) return cfxInvalidArgument;
+  return moe_call(moe, [&] { return combine(handle, expert_out, nullptr, true, tokens_out, false); });
+}
+
+cfxResult_t cfxMoeCombineWeighted(cfxMoe_t moe, cfxMoeHandle_t handle, const void* expert_out, const float* weights,
+                                  void* tokens_out) {
+  if (moe == nullptr || handle == nullptr || handle->moe != moe) return cfxInvalidArgument;
+  return moe_call(moe, [&] { return combine(handle, expert_out, weights, false, tokens_out, false); });
+}
+
+cfxResult_t cfxMoeGatherRows(cfxMoe_t moe, cfxMoeHandle_t handle, const void* expert_out, void* rows_out) {
+  if (moe == nullptr || handle == nullptr || handle->moe != moe) return cfxInvalidArgument;
+  return moe_call(moe, [&] { return combine(handle, expert_out, nullptr, false, rows_out, true); });
+}
+
+cfxResult_t cfxMoeDispatchReplay(cfxMoe_t moe, cfxMoeHandle_t handle, const void* tokens, void* expert_tokens,
+                                 int scale_by_weights) {
+  if (moe == nullptr || handle == nullptr || handle->moe != moe) return cfxInvalidArgument;
+  return moe_call(moe, [&] { return replay(handle, tokens, expert_tokens, scale_by_weights != 0); });
+}
+
+cfxResult_t cfxMoeLocalExperts(cfxMoe_t moe, int experts[], int* count) {
+  if (moe == nullptr || count == nullptr) return cfxInvalidArgument;
+  *count = static_cast<int>(moe->local_experts.size());
+  if (experts != nullptr) std::copy(moe->local_experts.begin(), moe->local_experts.end(), experts);
+  return cfxSuccess;
+}
+
+cfxResult_t cfxMoeBlockOffsets(cfxMoeHandle_t handle, size_t offsets[]) {
+  if (handle == nullptr || offsets == nullptr) return cfxInvalidArgument;
+  std::copy(handle->block_offset.begin(), handle->block_offset.end(), offsets);
+  return cfxSuccess;
+}
+
+cfxResult_t cfxMoeDropped(cfxMoeHandle_t handle, size_t* dropped) {
+  if (handle == nullptr || dropped == nullptr) return cfxInvalidArgument;
+  *dropped = handle->dropped;
+  return cfxSuccess;
+}
+
+cfxResult_t cfxMoeHandleFree(cfxMoeHandle_t handle) {
+  delete handle;
+  return cfxSuccess;
+}
+
+cfxResult_t cfxMoeDestroy(cfxMoe_t moe) {
+  delete moe;
+  return cfxSuccess;
+}
+
+}  // extern "C"

@@ -1,0 +1,54 @@
+// The MoE layer object behind cfxMoe*: routing tokens to the ranks of
+// their top-k experts (dispatch) and the weighted expert outputs back in
+// token order (combine), on the communicator's collectives.
+//
+// Dispatch sends each token once to each destination rank, with a record
+// of which of that rank's experts it goes to (and the weights). Counts are
+// found inside the call: the dynamic AlltoAllv gathers every rank's bytes
+// per destination and rows per expert first, so every rank checks every
+// capacity alike before data moves and the receive buffer is sized to what
+// arrives. Combine returns each (token, expert) row and the token's rank
+// adds them in j order, so the result does not depend on where experts live.
+#pragma once
+
+#include "core/comm.h"
+
+#include <conflux/conflux.h>
+
+#include <cstdint>
+#include <vector>
+
+struct cfxMoe {
+  cfxComm* comm = nullptr;
+  cfxMoeConfig_t config{};
+  std::vector<int> expert_rank;    // by expert id
+  std::vector<int> local_experts;  // this rank's, ascending
+  std::vector<int> local_index;    // by expert id: its index among this rank's, or -1
+  size_t elem = 0, row_bytes = 0;
+};
+
+struct cfxMoeHandle {
+  cfxMoe* moe = nullptr;
+  size_t ntokens = 0;
+  // Token side. For pair p = t * top_k + j: the rank it went to and its
+  // position among the rows that rank returns in combine (-1: none, e.g.
+  // an expert id that was dropped).
+  std::vector<int32_t> pair_rank;
+  std::vector<uint32_t> pair_slot;
+  std::vector<float> pair_weight;
+  // Tokens sent to each rank, ascending, and the rows that rank returns.
+  std::vector<std::vector<uint32_t>> sent;
+  std::vector<size_t> returned_rows;
+  // Expert side: for each source rank, each (token, expert) row it sent, in
+  // the order it returns them: the row in expert_tokens (or -1: dropped)
+  // and the weight.
+  struct Target {
+    int64_t row;
+    float weight;
+  };
+  std::vector<std::vector<Target>> targets;
+  std::vector<std::vector<uint32_t>> records;  // by source rank: each record's targets count, in order
+  std::vector<size_t> tokens_per_expert, block_offset;  // by local expert, in rows
+  size_t expert_rows = 0;  // rows of expert_tokens this dispatch filled (with alignment)
+  size_t dropped = 0;
+};
