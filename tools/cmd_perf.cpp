@@ -3,6 +3,7 @@
 // "Avg bus bandwidth" footer. Runs under `conflux run`, mpirun, torchrun, srun.
 #include "command_registry.h"
 #include "perf_check.h"
+#include "perf_moe.h"
 
 #include <conflux/conflux.h>
 
@@ -180,7 +181,8 @@ double allreduce_avg(cfxComm_t comm, double v, int nranks) {
   return sum / nranks;
 }
 
-int run_perf(const PerfOptions& o) {
+int run_perf(const PerfOptions& o, const conflux::tools::MoePerfOptions& moe) {
+  if (o.coll == "moe") return conflux::tools::run_moe_perf(moe);
   PerfColl coll;
   cfxDataType_t dtype;
   cfxRedOp_t op;
@@ -339,9 +341,21 @@ const conflux::tools::RegisterCommand kPerf{
     "perf", "nccl-tests style benchmark of one collective (run it under `conflux run`, mpirun, torchrun or srun)",
     [](CLI::App& app) {
       auto o = std::make_shared<PerfOptions>();
+      auto moe = std::make_shared<conflux::tools::MoePerfOptions>();
       app.add_option("collective", o->coll,
-                     "allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv|gather|scatter")
+                     "allreduce|allgather|reducescatter|broadcast|reduce|alltoall|sendrecv|gather|scatter|moe")
           ->required();
+      auto* m = app.add_option_group("moe", "perf moe: MoE dispatch + combine round trips");
+      m->add_option("--tokens", moe->tokens, "tokens per rank (comma list)");
+      m->add_option("--hidden", moe->hidden, "elements per token (comma list)");
+      m->add_option("--experts", moe->experts, "experts");
+      m->add_option("--topk", moe->topk, "experts per token (comma list)");
+      m->add_option("--routing", moe->routing, "uniform, zipfS (e.g. zipf1.5; hot experts rotate), half (comma list)");
+      m->add_option("--empty-ranks", moe->empty_ranks, "the last this many ranks dispatch no tokens");
+      m->add_option("--moe-dtype", moe->dtype, "bfloat16|half|float");
+      m->add_option("--moe-iters", moe->iters, "timed iterations per case");
+      m->add_option("--moe-warmup", moe->warmup, "untimed iterations per case");
+      m->add_option("--seed", moe->seed, "routing seed");
       app.add_option("-b,--minbytes", o->min_bytes, "smallest size (K/M/G suffixes)");
       app.add_option("-e,--maxbytes", o->max_bytes, "largest size");
       app.add_option("-f,--stepfactor", o->factor, "multiply the size by this each step");
@@ -360,7 +374,7 @@ const conflux::tools::RegisterCommand kPerf{
       app.add_option("-R,--local_register", o->registration,
                      "1: register the buffers with the communicator (cfxCommRegister; implies --memalloc)")
           ->check(CLI::Range(0, 1));
-      return [o] { return run_perf(*o); };
+      return [o, moe] { return run_perf(*o, *moe); };
     }};
 
 }  // namespace

@@ -235,12 +235,20 @@ cfxResult_t cfxMoeDispatch(cfxMoe_t moe, const void* tokens, size_t ntokens, con
    a fused multiply-add may differ in the last bit). */
 cfxResult_t cfxMoeCombine(cfxMoe_t moe, cfxMoeHandle_t handle, const void* expert_out, void* tokens_out);
 cfxResult_t cfxMoeHandleFree(cfxMoeHandle_t handle);
-cfxResult_t cfxMoeDestroy(cfxMoe_t moe);
+cfxResult_t cfxMoeDestroy(cfxMoe_t moe);  /* free its handles first */
 /* This rank's experts (ascending ids) and where each block starts in
    expert_tokens, in rows (after alignment). experts[] has room for
    num_experts; *count is set to how many this rank holds. */
 cfxResult_t cfxMoeLocalExperts(cfxMoe_t moe, int experts[], int* count);
 cfxResult_t cfxMoeBlockOffsets(cfxMoeHandle_t handle, size_t offsets[]);
+/* With expert_tokens NULL, cfxMoeDispatch keeps the rows in a buffer of its
+   own, sized to what arrived (expert_capacity_rows is then not a limit);
+   this gives it and its rows. It lives as long as the handle. */
+cfxResult_t cfxMoeExpertTokens(cfxMoeHandle_t handle, void** expert_tokens, size_t* rows);
+/* What the handle's calls moved: bytes this rank sent to other ranks, bytes
+   it received, and the receive memory the library allocated for them (each
+   buffer sized to what arrived, not to the worst case). */
+cfxResult_t cfxMoeStats(cfxMoeHandle_t handle, size_t* wire_bytes, size_t* received_bytes, size_t* committed_bytes);
 /* Token-expert pairs the capacity policy dropped in this dispatch (their
    combine contribution is zero); 0 when dropless. */
 cfxResult_t cfxMoeDropped(cfxMoeHandle_t handle, size_t* dropped);

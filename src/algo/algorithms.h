@@ -26,10 +26,14 @@ struct CollArgs {
   const size_t* recvcounts = nullptr;
   const size_t* rdispls = nullptr;
   // AlltoAllv whose traffic every rank knows (the dynamic AlltoAllv learns
-  // it first): all_sendcounts[s * nranks + d] and all_sdispls[...] are rank
-  // s's sendcounts[d] and sdispls[d]. nullptr: only this rank's are known.
+  // it first): all_sendcounts[s * nranks + d], all_sdispls[...] and
+  // all_rdispls[d * nranks + s] are rank s's sendcounts[d] and sdispls[d],
+  // and where rank d puts what s sends it. Builders that need them read
+  // nothing else, so the arguments are the same on every rank (the tuner
+  // simulates every rank from them). nullptr: only this rank's are known.
   const size_t* all_sendcounts = nullptr;
   const size_t* all_sdispls = nullptr;
+  const size_t* all_rdispls = nullptr;
   // Hierarchical algorithms: host_of[r] is the host (any id) of rank r;
   // empty means every rank on its own host.
   std::vector<int> host_of;

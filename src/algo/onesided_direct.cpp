@@ -294,15 +294,14 @@ namespace conflux::algo {
 Schedule direct_alltoallv(const CollArgs& a) {
   Schedule s;
   s.algorithm = "direct";
-  const int n = a.nranks;
+  const int n = a.nranks, me = a.rank;
+  auto at = [&](const size_t* m, int i, int j) { return m[static_cast<size_t>(i) * n + j]; };
   size_t total = 0;
-  for (int p = 0; p < n; ++p) total += a.all_sendcounts[static_cast<size_t>(p) * n + a.rank];
-  for (int p = 0; p < n && total == 0; ++p)
-    for (int q = 0; q < n; ++q) total += a.all_sendcounts[static_cast<size_t>(p) * n + q];
+  for (int p = 0; p < n; ++p)
+    for (int q = 0; q < n; ++q) total += at(a.all_sendcounts, p, q);
   if (total == 0 || n == 1) {  // nothing moves anywhere (or one rank): at most a local copy
-    const Slice own{kSendBuf, a.sdispls[a.rank] * a.elem, a.sendcounts[a.rank] * a.elem};
-    const Slice to{kRecvBuf, a.rdispls[a.rank] * a.elem, a.recvcounts[a.rank] * a.elem};
-    if (own.bytes > 0 && !a.in_place) s.copy(own, to);
+    const Slice own{kSendBuf, at(a.all_sdispls, me, me) * a.elem, at(a.all_sendcounts, me, me) * a.elem};
+    if (own.bytes > 0 && !a.in_place) s.copy(own, {kRecvBuf, at(a.all_rdispls, me, me) * a.elem, own.bytes});
     return s;
   }
   const std::vector<int> ready = arrive(s, a);
@@ -310,16 +309,16 @@ Schedule direct_alltoallv(const CollArgs& a) {
   // gather into scratch and copy over once every peer has read.
   const uint16_t into = a.in_place ? kScratch : kRecvBuf;
   size_t extent = 0;
-  for (int p = 0; p < n; ++p) extent = std::max(extent, (a.rdispls[p] + a.recvcounts[p]) * a.elem);
+  for (int p = 0; p < n; ++p) extent = std::max(extent, (at(a.all_rdispls, me, p) + at(a.all_sendcounts, p, me)) * a.elem);
   if (a.in_place) s.scratch_bytes = extent;
   std::vector<int> work;
   for (int k = 0; k < n; ++k) {
-    const int p = (a.rank + k) % n;
-    const size_t cnt = a.all_sendcounts[static_cast<size_t>(p) * n + a.rank];
+    const int p = (me + k) % n;
+    const size_t cnt = at(a.all_sendcounts, p, me);
     if (cnt == 0) continue;
-    const Slice from{kSendBuf, a.all_sdispls[static_cast<size_t>(p) * n + a.rank] * a.elem, cnt * a.elem};
-    const Slice to{into, a.rdispls[p] * a.elem, cnt * a.elem};
-    if (p == a.rank) {
+    const Slice from{kSendBuf, at(a.all_sdispls, p, me) * a.elem, cnt * a.elem};
+    const Slice to{into, at(a.all_rdispls, me, p) * a.elem, cnt * a.elem};
+    if (p == me) {
       work.push_back(s.copy(from, to, ready));
       continue;
     }
@@ -328,10 +327,12 @@ Schedule direct_alltoallv(const CollArgs& a) {
   s.signal(join(ready, work));
   const std::vector<int> everyone_read = join(wait_for(s, a, 2), work);
   if (a.in_place)
-    for (int p = 0; p < n; ++p)
-      if (a.recvcounts[p] > 0)
-        s.copy({kScratch, a.rdispls[p] * a.elem, a.recvcounts[p] * a.elem},
-               {kRecvBuf, a.rdispls[p] * a.elem, a.recvcounts[p] * a.elem}, everyone_read);
+    for (int p = 0; p < n; ++p) {
+      const size_t cnt = at(a.all_sendcounts, p, me);
+      if (cnt > 0)
+        s.copy({kScratch, at(a.all_rdispls, me, p) * a.elem, cnt * a.elem},
+               {kRecvBuf, at(a.all_rdispls, me, p) * a.elem, cnt * a.elem}, everyone_read);
+    }
   return s;
 }
 

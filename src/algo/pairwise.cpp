@@ -119,30 +119,33 @@ namespace conflux::algo {
 Schedule sparse_alltoallv(const CollArgs& a) {
   Schedule s;
   s.algorithm = "sparse";
-  const int n = a.nranks;
-  auto count = [&](int from, int to) { return a.all_sendcounts[static_cast<size_t>(from) * n + to]; };
+  const int n = a.nranks, me = a.rank;
+  auto at = [&](const size_t* m, int i, int j) { return m[static_cast<size_t>(i) * n + j]; };
+  auto send_slice = [&](int to, uint16_t buf) {
+    return Slice{buf, at(a.all_sdispls, me, to) * a.elem, at(a.all_sendcounts, me, to) * a.elem};
+  };
+  auto recv_slice = [&](int from) {
+    return Slice{kRecvBuf, at(a.all_rdispls, me, from) * a.elem, at(a.all_sendcounts, from, me) * a.elem};
+  };
   // In place, receives would overwrite blocks not yet sent: send from a
   // snapshot of the input instead.
   uint16_t src_buf = kSendBuf;
   int snapshot = -1;
   if (a.in_place) {
     size_t total = 0;
-    for (int r = 0; r < n; ++r) total = std::max(total, (a.sdispls[r] + a.sendcounts[r]) * a.elem);
+    for (int r = 0; r < n; ++r) total = std::max(total, send_slice(r, kSendBuf).offset + send_slice(r, kSendBuf).bytes);
     if (total > 0) {
       s.scratch_bytes = total;
       snapshot = s.copy({kSendBuf, 0, total}, {kScratch, 0, total});
     }
     src_buf = kScratch;
   }
-  const Slice own{src_buf, a.sdispls[a.rank] * a.elem, a.sendcounts[a.rank] * a.elem};
-  const Slice own_dst{kRecvBuf, a.rdispls[a.rank] * a.elem, a.recvcounts[a.rank] * a.elem};
+  const Slice own = send_slice(me, src_buf), own_dst = recv_slice(me);
   if (own.bytes > 0 && (!a.in_place || own.offset != own_dst.offset)) s.copy(own, own_dst, {snapshot});
   for (int k = 1; k < n; ++k) {
-    const int to = (a.rank + k) % n, from = (a.rank - k + n) % n;
-    if (count(a.rank, to) > 0)
-      s.send(to, {src_buf, a.sdispls[to] * a.elem, a.sendcounts[to] * a.elem}, {snapshot});
-    if (count(from, a.rank) > 0)
-      s.recv(from, {kRecvBuf, a.rdispls[from] * a.elem, a.recvcounts[from] * a.elem}, {snapshot});
+    const int to = (me + k) % n, from = (me - k + n) % n;
+    if (at(a.all_sendcounts, me, to) > 0) s.send(to, send_slice(to, src_buf), {snapshot});
+    if (at(a.all_sendcounts, from, me) > 0) s.recv(from, recv_slice(from), {snapshot});
   }
   return s;
 }

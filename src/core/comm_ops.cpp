@@ -93,6 +93,13 @@ size_t buffer_bytes(const OpDesc& op, int rank, int nranks, bool send) {
     case Coll::kAlltoAll: return block * n;
     case Coll::kGather: return send ? block : (root ? block * n : 0);
     case Coll::kScatter: return send ? (root ? block * n : 0) : block;
+    case Coll::kAlltoAllv: {
+      size_t extent = 0;
+      const auto& counts = send ? op.sendcounts : op.recvcounts;
+      const auto& displs = send ? op.sdispls : op.rdispls;
+      for (size_t p = 0; p < counts.size() && p < displs.size(); ++p) extent = std::max(extent, (displs[p] + counts[p]) * elem);
+      return extent;
+    }
     default: return 0;
   }
 }
@@ -418,6 +425,7 @@ Result<std::shared_ptr<const algo::Schedule>> cfxComm::schedule_for(const OpDesc
     if (!op.all_sendcounts.empty()) {
       a.all_sendcounts = op.all_sendcounts.data();
       a.all_sdispls = op.all_sdispls.data();
+      a.all_rdispls = op.all_rdispls.data();
     }
   }
   auto built = build_schedule(a, tuner, a.channels);
@@ -658,12 +666,21 @@ Status cfxComm::run_dynamic_alltoallv(const OpDesc& op) {
                            "); nothing was received");
     }
   }
+  // Every receiver packs its blocks in sender order.
+  data.all_rdispls.resize(n * n);
+  for (size_t d = 0; d < n; ++d) {
+    size_t off = 0;
+    for (size_t s = 0; s < n; ++s) {
+      data.all_rdispls[d * n + s] = off;
+      off += data.all_sendcounts[s * n + d];
+    }
+  }
   data.recvcounts.resize(n);
   data.rdispls.resize(n);
   size_t at = 0;
   for (size_t s = 0; s < n; ++s) {
     data.recvcounts[s] = data.all_sendcounts[s * n + static_cast<size_t>(rank_)];
-    data.rdispls[s] = at;
+    data.rdispls[s] = data.all_rdispls[static_cast<size_t>(rank_) * n + s];
     at += data.recvcounts[s];
   }
   if (op.exchange != nullptr) {

@@ -63,8 +63,8 @@ Status run_op(cfxMoe* moe, OpDesc op) {
 }
 
 // An AlltoAllv of bytes with counts both sides know.
-Status exchange_bytes(cfxMoe* moe, const std::vector<uint8_t>& send, const std::vector<size_t>& sc,
-                      std::vector<uint8_t>* recv, const std::vector<size_t>& rc) {
+Status exchange_bytes(cfxMoe* moe, const Bytes& send, const std::vector<size_t>& sc, Bytes* recv,
+                      const std::vector<size_t>& rc) {
   const size_t n = sc.size();
   OpDesc op;
   op.coll = Coll::kAlltoAllv;
@@ -78,7 +78,7 @@ Status exchange_bytes(cfxMoe* moe, const std::vector<uint8_t>& send, const std::
     op.sdispls[p] = so, so += sc[p];
     op.rdispls[p] = ro, ro += rc[p];
   }
-  recv->assign(ro, 0);
+  recv->resize(ro);
   op.sendbuf = send.data();
   op.recvbuf = recv->data();
   return run_op(moe, std::move(op));
@@ -171,7 +171,8 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
   *handle_out = nullptr;
   if (ntokens > 0 && (tokens == nullptr || topk_idx == nullptr || topk_weights == nullptr))
     return bad("tokens, topk_idx or topk_weights is NULL");
-  if (!moe->local_experts.empty() && tokens_per_expert == nullptr) return bad("tokens_per_expert is NULL");
+  if (!moe->local_experts.empty() && tokens_per_expert == nullptr && expert_tokens != nullptr)
+    return bad("tokens_per_expert is NULL");
   cfxComm* comm = moe->comm;
   const cfxMoeConfig_t& c = moe->config;
   const size_t n = static_cast<size_t>(comm->nranks()), k = static_cast<size_t>(c.top_k),
@@ -218,15 +219,17 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
     size_t meta = 4;
     for (auto& [t, targets] : out[d]) meta += 4 + targets.size() * sizeof(RecordTarget);
     meta = (meta + 15) / 16 * 16;
-    sd[d] = total;
+    sd[d] = total;  // the padding is zeroed below
     rows_at[d] = total + meta;
     sc[d] = meta + out[d].size() * row;
     total += sc[d];
   }
-  std::vector<uint8_t> send(total);
+  Bytes& send = moe->send_scratch;
+  send.resize(total);
   for (size_t d = 0; d < n; ++d) {
     uint8_t* at = send.data() + sd[d];
     uint8_t* rows = send.data() + rows_at[d];
+    std::memset(at, 0, rows_at[d] - sd[d]);
     const uint32_t nrec = static_cast<uint32_t>(out[d].size());
     std::memcpy(at, &nrec, 4);
     at += 4;
@@ -244,9 +247,10 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
   DynamicExchange x;
   x.extra.reserve(2 + E);
   x.extra.push_back(problem);
-  x.extra.push_back(capacity_rows);
+  const bool owned = expert_tokens == nullptr;
+  x.extra.push_back(owned ? UINT64_MAX : capacity_rows);
   x.extra.insert(x.extra.end(), rows_for.begin(), rows_for.end());
-  std::vector<uint8_t> recv;
+  Bytes& recv = moe->recv_scratch;
   std::vector<size_t> kept(E);
   const size_t nextra = x.extra.size();
   const int me = comm->rank();
@@ -276,7 +280,7 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
       size_t rows_q = 0;
       for (size_t e = 0; e < E; ++e)
         if (moe->expert_rank[e] == static_cast<int>(q)) rows_q += aligned(kept[e], c.expert_alignment);
-      const uint64_t capacity = all[q * nextra + 1];
+      const uint64_t capacity = all[q * nextra + 1];  // UINT64_MAX: the library keeps the rows itself
       if (rows_q > capacity)
         return invalid_usage("cfxMoeDispatch: rank " + std::to_string(q) + "'s experts receive " +
                              std::to_string(rows_q) + " rows but its expert_capacity_rows is " + std::to_string(capacity) +
@@ -309,6 +313,14 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
     at += aligned(h->tokens_per_expert[i], c.expert_alignment);
   }
   h->expert_rows = at;
+  if (owned) {
+    if (!moe->spare_rows.empty()) {
+      h->owned_rows = std::move(moe->spare_rows.back());
+      moe->spare_rows.pop_back();
+    }
+    h->owned_rows.resize(std::max<size_t>(at, 1) * row);  // alignment gaps stay unwritten, as in a caller's buffer
+    expert_tokens = h->owned_rows.data();
+  }
   std::vector<size_t> filled(nlocal, 0);
   h->targets.assign(n, {});
   h->records.assign(n, {});
@@ -351,26 +363,41 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
       }
     }
   }
-  for (size_t i = 0; i < nlocal; ++i) tokens_per_expert[i] = h->tokens_per_expert[i];
+  if (tokens_per_expert != nullptr)
+    for (size_t i = 0; i < nlocal; ++i) tokens_per_expert[i] = h->tokens_per_expert[i];
+  for (size_t d = 0; d < n; ++d)
+    if (static_cast<int>(d) != me) h->wire_bytes += sc[d];
+  h->received_bytes += recv.size();
+  h->committed_bytes += recv.size();
   if (h->dropped > 0)
     CFX_INFO(kColl, "cfxMoeDispatch: rank %d dropped %zu token-expert pairs over capacity", me, h->dropped);
   *handle_out = h.release();
   return Status::Ok();
 }
 
+void count_traffic(cfxMoeHandle* h, const std::vector<size_t>& sc, size_t received) {
+  const int me = h->moe->comm->rank();
+  for (size_t d = 0; d < sc.size(); ++d)
+    if (static_cast<int>(d) != me) h->wire_bytes += sc[d];
+  h->received_bytes += received;
+  h->committed_bytes += received;  // exchange_bytes sizes its buffer to what arrives
+}
+
 // Combine's exchange: each (token, expert) row back to its token's rank,
 // in the order that rank sent them (a dropped one as zeros).
-Status return_rows(cfxMoeHandle* h, const void* expert_out, std::vector<uint8_t>* recv, std::vector<size_t>* rd) {
+Status return_rows(cfxMoeHandle* h, const void* expert_out, Bytes* recv, std::vector<size_t>* rd) {
   cfxMoe* moe = h->moe;
   const size_t n = h->targets.size(), row = moe->row_bytes;
   std::vector<size_t> sc(n), rc(n);
   size_t total = 0;
   for (size_t s = 0; s < n; ++s) total += (sc[s] = h->targets[s].size() * row);
-  std::vector<uint8_t> send(total, 0);
+  Bytes& send = moe->send_scratch;
+  send.resize(total);
   size_t at = 0;
   for (size_t s = 0; s < n; ++s)
     for (const cfxMoeHandle::Target& tg : h->targets[s]) {
       if (tg.row >= 0) std::memcpy(send.data() + at, static_cast<const uint8_t*>(expert_out) + tg.row * row, row);
+      else std::memset(send.data() + at, 0, row);  // dropped: contributes nothing
       at += row;
     }
   rd->assign(n, 0);
@@ -380,7 +407,67 @@ Status return_rows(cfxMoeHandle* h, const void* expert_out, std::vector<uint8_t>
     (*rd)[q] = ro;
     ro += rc[q];
   }
-  return exchange_bytes(moe, send, sc, recv, rc);
+  CFX_RETURN_IF_ERROR(exchange_bytes(moe, send, sc, recv, rc));
+  count_traffic(h, sc, recv->size());
+  return Status::Ok();
+}
+
+// acc[i] += w * row[i] for one row of `T` (float, or bf16/fp16 bits).
+template <cfxDataType_t T>
+void accumulate_row(float* acc, const uint8_t* row, float w, size_t hidden) {
+  if constexpr (T == cfxFloat32) {
+    const auto* r = reinterpret_cast<const float*>(row);
+    for (size_t i = 0; i < hidden; ++i) acc[i] = std::fma(w, r[i], acc[i]);
+  } else {
+    const auto* r = reinterpret_cast<const uint16_t*>(row);
+    for (size_t i = 0; i < hidden; ++i) {
+      const float x = T == cfxBfloat16 ? bf16_to_float(r[i]) : half_to_float(r[i]);
+      acc[i] = std::fma(w, x, acc[i]);
+    }
+  }
+}
+
+template <cfxDataType_t T>
+void store_row(uint8_t* out, const float* acc, size_t hidden) {
+  if constexpr (T == cfxFloat32) {
+    std::memcpy(out, acc, hidden * sizeof(float));
+  } else {
+    auto* o = reinterpret_cast<uint16_t*>(out);
+    for (size_t i = 0; i < hidden; ++i) o[i] = T == cfxBfloat16 ? float_to_bf16(acc[i]) : float_to_half(acc[i]);
+  }
+}
+
+using AccumulateFn = void (*)(float*, const uint8_t*, float, size_t);
+using StoreFn = void (*)(uint8_t*, const float*, size_t);
+
+#if defined(__x86_64__)
+// The same loops compiled for AVX2+FMA: std::fma becomes one instruction
+// (a library call otherwise), with the same result.
+template <cfxDataType_t T>
+__attribute__((target("avx2,fma"))) void accumulate_row_fma(float* acc, const uint8_t* row, float w, size_t hidden) {
+  if constexpr (T == cfxFloat32) {
+    const auto* r = reinterpret_cast<const float*>(row);
+    for (size_t i = 0; i < hidden; ++i) acc[i] = std::fma(w, r[i], acc[i]);
+  } else {
+    const auto* r = reinterpret_cast<const uint16_t*>(row);
+    for (size_t i = 0; i < hidden; ++i) {
+      const float x = T == cfxBfloat16 ? bf16_to_float(r[i]) : half_to_float(r[i]);
+      acc[i] = std::fma(w, x, acc[i]);
+    }
+  }
+}
+#endif
+
+AccumulateFn accumulate_for(cfxDataType_t t) {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    return t == cfxFloat32 ? accumulate_row_fma<cfxFloat32>
+           : t == cfxBfloat16 ? accumulate_row_fma<cfxBfloat16> : accumulate_row_fma<cfxFloat16>;
+#endif
+  return t == cfxFloat32 ? accumulate_row<cfxFloat32> : t == cfxBfloat16 ? accumulate_row<cfxBfloat16> : accumulate_row<cfxFloat16>;
+}
+StoreFn store_for(cfxDataType_t t) {
+  return t == cfxFloat32 ? store_row<cfxFloat32> : t == cfxBfloat16 ? store_row<cfxBfloat16> : store_row<cfxFloat16>;
 }
 
 Status combine(cfxMoeHandle* h, const void* expert_out, const float* weights, bool use_handle_weights,
@@ -388,10 +475,12 @@ Status combine(cfxMoeHandle* h, const void* expert_out, const float* weights, bo
   cfxMoe* moe = h->moe;
   const cfxMoeConfig_t& c = moe->config;
   const size_t k = static_cast<size_t>(c.top_k), hidden = c.hidden, row = moe->row_bytes;
-  std::vector<uint8_t> recv;
+  Bytes& recv = moe->recv_scratch;
   std::vector<size_t> rd;
   CFX_RETURN_IF_ERROR(return_rows(h, expert_out, &recv, &rd));
   std::vector<float> acc(hidden);
+  const AccumulateFn accumulate = accumulate_for(c.datatype);
+  const StoreFn store_out = store_for(c.datatype);
   for (size_t t = 0; t < h->ntokens; ++t) {
     std::fill(acc.begin(), acc.end(), 0.0f);
     for (size_t j = 0; j < k; ++j) {
@@ -406,10 +495,9 @@ Status combine(cfxMoeHandle* h, const void* expert_out, const float* weights, bo
       }
       if (src == nullptr) continue;
       const float w = use_handle_weights ? h->pair_weight[p] : (weights != nullptr ? weights[p] : 1.0f);
-      for (size_t i = 0; i < hidden; ++i) acc[i] = std::fma(w, load(src, i, c.datatype), acc[i]);
+      accumulate(acc.data(), src, w, hidden);
     }
-    if (!rows_only)
-      for (size_t i = 0; i < hidden; ++i) store(static_cast<uint8_t*>(tokens_out) + t * row, i, acc[i], c.datatype);
+    if (!rows_only) store_out(static_cast<uint8_t*>(tokens_out) + t * row, acc.data(), hidden);
   }
   return Status::Ok();
 }
@@ -421,7 +509,8 @@ Status replay(cfxMoeHandle* h, const void* tokens, void* expert_tokens, bool sca
   std::vector<size_t> sc(n), rc(n);
   size_t total = 0;
   for (size_t d = 0; d < n; ++d) total += (sc[d] = h->sent[d].size() * row);
-  std::vector<uint8_t> send(total);
+  Bytes& send = moe->send_scratch;
+  send.resize(total);
   size_t at = 0;
   for (size_t d = 0; d < n; ++d)
     for (uint32_t t : h->sent[d]) {
@@ -429,8 +518,9 @@ Status replay(cfxMoeHandle* h, const void* tokens, void* expert_tokens, bool sca
       at += row;
     }
   for (size_t s = 0; s < n; ++s) rc[s] = h->records[s].size() * row;
-  std::vector<uint8_t> recv;
+  Bytes& recv = moe->recv_scratch;
   CFX_RETURN_IF_ERROR(exchange_bytes(moe, send, sc, &recv, rc));
+  count_traffic(h, sc, recv.size());
   size_t base = 0;
   for (size_t s = 0; s < n; ++s) {
     size_t next_target = 0;
@@ -529,6 +619,21 @@ cfxResult_t cfxMoeBlockOffsets(cfxMoeHandle_t handle, size_t offsets[]) {
   return cfxSuccess;
 }
 
+cfxResult_t cfxMoeExpertTokens(cfxMoeHandle_t handle, void** expert_tokens, size_t* rows) {
+  if (handle == nullptr || expert_tokens == nullptr || rows == nullptr) return cfxInvalidArgument;
+  *expert_tokens = handle->owned_rows.empty() ? nullptr : handle->owned_rows.data();
+  *rows = handle->expert_rows;
+  return cfxSuccess;
+}
+
+cfxResult_t cfxMoeStats(cfxMoeHandle_t handle, size_t* wire_bytes, size_t* received_bytes, size_t* committed_bytes) {
+  if (handle == nullptr) return cfxInvalidArgument;
+  if (wire_bytes != nullptr) *wire_bytes = handle->wire_bytes;
+  if (received_bytes != nullptr) *received_bytes = handle->received_bytes;
+  if (committed_bytes != nullptr) *committed_bytes = handle->committed_bytes;
+  return cfxSuccess;
+}
+
 cfxResult_t cfxMoeDropped(cfxMoeHandle_t handle, size_t* dropped) {
   if (handle == nullptr || dropped == nullptr) return cfxInvalidArgument;
   *dropped = handle->dropped;
@@ -536,6 +641,8 @@ cfxResult_t cfxMoeDropped(cfxMoeHandle_t handle, size_t* dropped) {
 }
 
 cfxResult_t cfxMoeHandleFree(cfxMoeHandle_t handle) {
+  if (handle != nullptr && !handle->owned_rows.empty() && handle->moe->spare_rows.size() < 4)
+    handle->moe->spare_rows.push_back(std::move(handle->owned_rows));
   delete handle;
   return cfxSuccess;
 }

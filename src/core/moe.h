@@ -16,7 +16,34 @@
 #include <conflux/conflux.h>
 
 #include <cstdint>
+#include <memory>
+#include <utility>
 #include <vector>
+
+namespace conflux {
+// Byte buffers that resize() leaves uninitialised: the MoE layer sizes
+// buffers it then fills completely, and zeroing them first would be a
+// pass over every byte for nothing.
+template <typename T>
+struct UninitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = UninitAllocator<U>;
+  };
+  UninitAllocator() = default;
+  template <typename U>
+  UninitAllocator(const UninitAllocator<U>&) {}
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+using Bytes = std::vector<uint8_t, UninitAllocator<uint8_t>>;
+}  // namespace conflux
 
 struct cfxMoe {
   cfxComm* comm = nullptr;
@@ -25,6 +52,10 @@ struct cfxMoe {
   std::vector<int> local_experts;  // this rank's, ascending
   std::vector<int> local_index;    // by expert id: its index among this rank's, or -1
   size_t elem = 0, row_bytes = 0;
+  // Scratch kept from call to call: buffers of a few MiB, allocated afresh
+  // each call, cost page faults on every byte.
+  conflux::Bytes send_scratch, recv_scratch;
+  std::vector<conflux::Bytes> spare_rows;  // expert-row buffers of freed handles
 };
 
 struct cfxMoeHandle {
@@ -51,4 +82,6 @@ struct cfxMoeHandle {
   std::vector<size_t> tokens_per_expert, block_offset;  // by local expert, in rows
   size_t expert_rows = 0;  // rows of expert_tokens this dispatch filled (with alignment)
   size_t dropped = 0;
+  conflux::Bytes owned_rows;  // expert rows, when the caller gave no buffer
+  size_t wire_bytes = 0, received_bytes = 0, committed_bytes = 0;  // cfxMoeStats
 };

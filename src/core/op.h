@@ -40,7 +40,7 @@ struct OpDesc {
   // call (1: the counts, 2: the data), so a peer in another call fails to
   // match them. Stage 2 knows every rank's counts and displacements.
   int stage = 0;
-  std::vector<size_t> all_sendcounts, all_sdispls;
+  std::vector<size_t> all_sendcounts, all_sdispls, all_rdispls;
   DynamicExchange* exchange = nullptr;  // a library-driven dynamic AlltoAllv
 
   bool is_p2p() const { return coll == Coll::kSend || coll == Coll::kRecv; }

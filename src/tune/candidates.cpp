@@ -41,6 +41,14 @@ std::string knows_all_counts(const algo::CollArgs& a, const sim::ClusterModel& m
   return a.all_sendcounts != nullptr ? "" : "needs every rank's counts (the dynamic AlltoAllv)";
 }
 
+// Pairwise AlltoAllv reads only this rank's counts: where every rank's are
+// known, sparse is the same exchange without the empty messages, and its
+// arguments (unlike this rank's counts) are the same on every rank.
+std::string own_counts_only(const algo::CollArgs& a, const sim::ClusterModel& m) {
+  (void)m;
+  return a.all_sendcounts == nullptr ? "" : "every rank's counts are known: sparse is pairwise without the empty pairs";
+}
+
 std::string direct_knows_all_counts(const algo::CollArgs& a, const sim::ClusterModel& m) {
   std::string why = knows_all_counts(a, m);
   return why.empty() ? direct_reaches(a, m) : why;
@@ -89,7 +97,7 @@ std::vector<Candidate>& registry() {
       {"tree", Coll::kReduce, algo::tree_reduce, false, serves_any},
       {"pairwise", Coll::kAlltoAll, algo::pairwise_alltoall, false, serves_any},
       {"bruck", Coll::kAlltoAll, algo::bruck_alltoall, false, serves_any},
-      {"pairwise", Coll::kAlltoAllv, algo::pairwise_alltoall, false, serves_any},
+      {"pairwise", Coll::kAlltoAllv, algo::pairwise_alltoall, false, own_counts_only},
       {"sparse", Coll::kAlltoAllv, algo::sparse_alltoallv, false, knows_all_counts},
       {"linear", Coll::kGather, algo::linear_gather, false, serves_any},
       {"linear", Coll::kScatter, algo::linear_scatter, false, serves_any},

@@ -83,7 +83,15 @@ class Tuner {
 };
 
 // Bytes the size ranges of CONFLUX_ALGO and the memo refer to: the call's
-// count times the element size.
-inline size_t call_bytes(const algo::CollArgs& a) { return a.count * a.elem; }
+// count times the element size; for an AlltoAllv whose traffic every rank
+// knows, what a rank moves on average (the same on every rank).
+inline size_t call_bytes(const algo::CollArgs& a) {
+  if (a.all_sendcounts != nullptr && a.nranks > 0) {
+    size_t total = 0;
+    for (size_t i = 0; i < static_cast<size_t>(a.nranks) * static_cast<size_t>(a.nranks); ++i) total += a.all_sendcounts[i];
+    return total * a.elem / static_cast<size_t>(a.nranks);
+  }
+  return a.count * a.elem;
+}
 
 }  // namespace conflux::tune

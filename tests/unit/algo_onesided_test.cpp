@@ -126,6 +126,7 @@ TEST(OneSided, AlltoAllvWithTheWholeMatrixKnown) {
           args[r].rdispls = &rd[r * n];
           args[r].all_sendcounts = sc.data();
           args[r].all_sdispls = sd.data();
+          args[r].all_rdispls = rd.data();
         }
         for (auto build : {sparse_alltoallv, direct_alltoallv}) {
           sim::VerifyResult v = sim::verify(args, build, static_cast<uint64_t>(n * 13 + density));

@@ -1,0 +1,167 @@
+// `conflux perf moe`: times the round trip of a MoE layer (tokens in their
+// order -> expert-major blocks -> combined back: the count exchange and the
+// permutations included), per iteration the slowest rank's time, median and
+// p99, with the bytes sent over links and the receive memory committed.
+#include "perf_moe.h"
+
+#include "moe_routing.h"
+
+#include <conflux/conflux.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace conflux::tools {
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t end = std::min(s.find(',', at), s.size());
+    if (end > at) out.push_back(s.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5));
+  return v[i];
+}
+
+struct Case {
+  size_t tokens, hidden;
+  int top_k;
+  std::string routing;
+};
+
+}  // namespace
+
+int run_moe_perf(const MoePerfOptions& o) {
+  cfxDataType_t dtype = o.dtype == "float" ? cfxFloat32 : o.dtype == "half" ? cfxFloat16 : cfxBfloat16;
+  if (o.dtype != "float" && o.dtype != "half" && o.dtype != "bfloat16") {
+    std::fprintf(stderr, "conflux perf moe: -d must be float, half or bfloat16\n");
+    return 2;
+  }
+  std::vector<Case> cases;
+  for (const std::string& r : split(o.routing)) {
+    moe_routing check{};
+    if (moe_parse_routing(r.c_str(), &check) != 0) {
+      std::fprintf(stderr, "conflux perf moe: unknown routing '%s' (uniform, zipfS, half)\n", r.c_str());
+      return 2;
+    }
+    for (const std::string& h : split(o.hidden))
+      for (const std::string& k : split(o.topk))
+        for (const std::string& t : split(o.tokens))
+          cases.push_back({std::strtoull(t.c_str(), nullptr, 10), std::strtoull(h.c_str(), nullptr, 10), std::atoi(k.c_str()), r});
+  }
+  for (const Case& c : cases)
+    if (c.hidden == 0 || c.top_k < 1 || c.top_k > o.experts) {
+      std::fprintf(stderr, "conflux perf moe: bad hidden or top-k\n");
+      return 2;
+    }
+  cfxComm_t comm = nullptr;
+  if (cfxCommInitFromEnv(&comm) != cfxSuccess) {
+    std::fprintf(stderr, "conflux perf moe: %s\n", cfxGetLastError(nullptr));
+    return 1;
+  }
+  int rank = 0, n = 1;
+  cfxCommUserRank(comm, &rank);
+  cfxCommCount(comm, &n);
+  if (rank == 0) {
+    std::printf("# conflux perf moe: %d ranks, %d experts, %s, %d iterations (+%d warm-up), slowest rank per iteration%s\n",
+                n, o.experts, o.dtype.c_str(), o.iters, o.warmup,
+                o.empty_ranks > 0 ? (", the last " + std::to_string(o.empty_ranks) + " rank(s) without tokens").c_str() : "");
+    std::printf("# %8s %7s %5s %10s %11s %11s %13s %11s\n", "tokens", "hidden", "topk", "routing", "median(us)",
+                "p99(us)", "wire(MiB/it)", "commit/recv");
+  }
+  const size_t elem = cfxTypeSize(dtype);
+  std::vector<int> placement(static_cast<size_t>(o.experts));
+  for (int e = 0; e < o.experts; ++e) placement[e] = static_cast<int>(static_cast<int64_t>(e) * n / o.experts);
+  int status = 0;
+  for (const Case& c : cases) {
+    cfxMoeConfig_t cfg{};
+    cfg.size = sizeof cfg;
+    cfg.num_experts = o.experts;
+    cfg.top_k = c.top_k;
+    cfg.hidden = c.hidden;
+    cfg.datatype = dtype;
+    cfg.max_tokens_per_rank = c.tokens;
+    cfg.expert_to_rank = placement.data();
+    cfxMoe_t moe = nullptr;
+    if (cfxMoeCreate(&moe, &cfg, comm) != cfxSuccess) {
+      std::fprintf(stderr, "conflux perf moe: rank %d: %s\n", rank, cfxGetLastError(comm));
+      status = 1;
+      break;
+    }
+    moe_routing routing{};
+    moe_parse_routing(c.routing.c_str(), &routing);
+    const size_t nt = rank >= n - o.empty_ranks ? 0 : c.tokens, k = static_cast<size_t>(c.top_k);
+    std::vector<uint8_t> tokens(std::max<size_t>(nt, 1) * c.hidden * elem), out(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint8_t>(i * 131 + static_cast<size_t>(rank));
+    if (dtype != cfxFloat32)
+      for (size_t i = 1; i < tokens.size(); i += 2) tokens[i] = static_cast<uint8_t>(0x3c + (i & 1));  // finite 16-bit values
+    else
+      for (size_t i = 3; i < tokens.size(); i += 4) tokens[i] = 0x3f;
+    std::vector<int32_t> idx(std::max<size_t>(nt * k, 1));
+    std::vector<float> w(idx.size());
+    std::vector<double> cdf(static_cast<size_t>(o.experts));
+    std::vector<double> times;
+    size_t wire = 0, received = 0, committed = 0;
+    bool failed = false;
+    for (int it = 0; it < o.warmup + o.iters && !failed; ++it) {
+      moe_popularity(&routing, o.experts, it, cdf.data());
+      for (size_t t = 0; t < nt; ++t)
+        moe_route(&routing, cdf.data(), o.experts, c.top_k, o.seed, rank, it, t, &idx[t * k], &w[t * k]);
+      cfxMoeHandle_t h = nullptr;
+      const auto t0 = std::chrono::steady_clock::now();
+      // The experts are the identity: the time is the layer's communication and permutations.
+      failed = cfxMoeDispatch(moe, tokens.data(), nt, idx.data(), w.data(), nullptr, 0, nullptr, &h) != cfxSuccess;
+      void* rows = nullptr;
+      size_t nrows = 0;
+      if (!failed) failed = cfxMoeExpertTokens(h, &rows, &nrows) != cfxSuccess;
+      if (!failed) failed = cfxMoeCombine(moe, h, rows, out.data()) != cfxSuccess;
+      const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      if (failed) {
+        std::fprintf(stderr, "conflux perf moe: rank %d: %s\n", rank, cfxGetLastError(comm));
+        break;
+      }
+      if (it >= o.warmup) {
+        times.push_back(us);
+        size_t wb = 0, rb = 0, cb = 0;
+        cfxMoeStats(h, &wb, &rb, &cb);
+        wire += wb;
+        received += rb;
+        committed += cb;
+      }
+      cfxMoeHandleFree(h);
+    }
+    cfxMoeDestroy(moe);
+    if (failed) {
+      status = 1;
+      break;
+    }
+    // The slowest rank's time per iteration; the bytes of all ranks.
+    std::vector<double> slowest(times.size());
+    cfxAllReduce(times.data(), slowest.data(), times.size(), cfxFloat64, cfxMax, comm);
+    double totals[3] = {static_cast<double>(wire), static_cast<double>(received), static_cast<double>(committed)}, sums[3];
+    cfxAllReduce(totals, sums, 3, cfxFloat64, cfxSum, comm);
+    if (rank == 0)
+      std::printf("  %8zu %7zu %5d %10s %11.1f %11.1f %13.3f %11.3f\n", c.tokens, c.hidden, c.top_k, c.routing.c_str(),
+                  percentile(slowest, 0.5), percentile(slowest, 0.99), sums[0] / o.iters / (1 << 20),
+                  sums[1] > 0 ? sums[2] / sums[1] : 1.0);
+    std::fflush(stdout);
+  }
+  cfxCommDestroy(comm);
+  return status;
+}
+
+}  // namespace conflux::tools

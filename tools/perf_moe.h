@@ -1,0 +1,23 @@
+// `conflux perf moe`: the round trip a MoE layer pays, dispatch and combine.
+#pragma once
+
+#include <string>
+
+namespace conflux::tools {
+
+struct MoePerfOptions {
+  std::string tokens = "1,8,128,512,4096";  // tokens per rank, a list
+  std::string hidden = "2048";              // elements per token, a list
+  int experts = 64;
+  std::string topk = "8";                   // a list
+  std::string routing = "uniform";          // uniform, zipfS, half; a list
+  std::string dtype = "bfloat16";
+  int empty_ranks = 0;                      // the last this many ranks dispatch no tokens
+  int iters = 200;
+  int warmup = 10;
+  unsigned seed = 1;
+};
+
+int run_moe_perf(const MoePerfOptions& o);
+
+}  // namespace conflux::tools
