@@ -62,11 +62,32 @@ Status run_op(cfxMoe* moe, OpDesc op) {
   return st;
 }
 
-// An AlltoAllv of bytes with counts both sides know.
+// An AlltoAllv of bytes whose whole traffic every rank knows: `matrix`
+// [s * n + d] is what rank s sends rank d, in `unit` bytes; blocks are
+// packed in rank order on both sides. Knowing the matrix lets the tuner take
+// the sparse or the one-sided AlltoAllv.
 Status exchange_bytes(cfxMoe* moe, const Bytes& send, const std::vector<size_t>& sc, Bytes* recv,
-                      const std::vector<size_t>& rc) {
+                      const std::vector<size_t>& rc, const std::vector<uint64_t>& matrix, size_t unit) {
   const size_t n = sc.size();
   OpDesc op;
+  op.all_sendcounts.resize(n * n);
+  op.all_sdispls.resize(n * n);
+  op.all_rdispls.resize(n * n);
+  for (size_t s = 0; s < n; ++s) {
+    size_t off = 0;
+    for (size_t d = 0; d < n; ++d) {
+      op.all_sendcounts[s * n + d] = matrix[s * n + d] * unit;
+      op.all_sdispls[s * n + d] = off;
+      off += matrix[s * n + d] * unit;
+    }
+  }
+  for (size_t d = 0; d < n; ++d) {
+    size_t off = 0;
+    for (size_t s = 0; s < n; ++s) {
+      op.all_rdispls[d * n + s] = off;
+      off += matrix[s * n + d] * unit;
+    }
+  }
   op.coll = Coll::kAlltoAllv;
   op.dtype = cfxUint8;
   op.sendcounts = sc;
@@ -245,10 +266,14 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
   }
   // Every rank's words: its problem, its expert_capacity_rows, its rows per expert.
   DynamicExchange x;
-  x.extra.reserve(2 + E);
+  x.extra.reserve(2 + 2 * n + E);
   x.extra.push_back(problem);
   const bool owned = expert_tokens == nullptr;
   x.extra.push_back(owned ? UINT64_MAX : capacity_rows);
+  // Pairs and records per destination: what combine and a replay will move,
+  // so every rank knows their traffic too.
+  for (size_t d = 0; d < n; ++d) x.extra.push_back(problem == kNoProblem ? h->returned_rows[d] : 0);
+  for (size_t d = 0; d < n; ++d) x.extra.push_back(problem == kNoProblem ? out[d].size() : 0);
   x.extra.insert(x.extra.end(), rows_for.begin(), rows_for.end());
   Bytes& recv = moe->recv_scratch;
   std::vector<size_t> kept(E);
@@ -269,7 +294,7 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
     uint64_t pairs = 0;
     std::vector<uint64_t> per_expert(E, 0);
     for (size_t s = 0; s < n; ++s)
-      for (size_t e = 0; e < E; ++e) per_expert[e] += all[s * nextra + 2 + e];
+      for (size_t e = 0; e < E; ++e) per_expert[e] += all[s * nextra + 2 + 2 * n + e];
     for (uint64_t v : per_expert) pairs += v;
     // Capacity: dropless, or each expert keeps at most capacity_factor times its even share.
     const uint64_t cap = c.capacity_factor > 0
@@ -286,6 +311,13 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
                              std::to_string(rows_q) + " rows but its expert_capacity_rows is " + std::to_string(capacity) +
                              (c.capacity_factor > 0 ? "" : " (dropless)"));
     }
+    h->pair_matrix.resize(n * n);
+    h->record_matrix.resize(n * n);
+    for (size_t s = 0; s < n; ++s)
+      for (size_t d = 0; d < n; ++d) {
+        h->pair_matrix[s * n + d] = all[s * nextra + 2 + d];
+        h->record_matrix[s * n + d] = all[s * nextra + 2 + n + d];
+      }
     recv.resize(recv_bytes);
     return static_cast<void*>(recv.data());
   };
@@ -407,7 +439,11 @@ Status return_rows(cfxMoeHandle* h, const void* expert_out, Bytes* recv, std::ve
     (*rd)[q] = ro;
     ro += rc[q];
   }
-  CFX_RETURN_IF_ERROR(exchange_bytes(moe, send, sc, recv, rc));
+  // Rows go back the other way: what d returns to s is what s sent d.
+  std::vector<uint64_t> back(n * n);
+  for (size_t s = 0; s < n; ++s)
+    for (size_t d = 0; d < n; ++d) back[d * n + s] = h->pair_matrix[s * n + d];
+  CFX_RETURN_IF_ERROR(exchange_bytes(moe, send, sc, recv, rc, back, row));
   count_traffic(h, sc, recv->size());
   return Status::Ok();
 }
@@ -519,7 +555,7 @@ Status replay(cfxMoeHandle* h, const void* tokens, void* expert_tokens, bool sca
     }
   for (size_t s = 0; s < n; ++s) rc[s] = h->records[s].size() * row;
   Bytes& recv = moe->recv_scratch;
-  CFX_RETURN_IF_ERROR(exchange_bytes(moe, send, sc, &recv, rc));
+  CFX_RETURN_IF_ERROR(exchange_bytes(moe, send, sc, &recv, rc, h->record_matrix, row));
   count_traffic(h, sc, recv.size());
   size_t base = 0;
   for (size_t s = 0; s < n; ++s) {

@@ -82,6 +82,9 @@ struct cfxMoeHandle {
   std::vector<size_t> tokens_per_expert, block_offset;  // by local expert, in rows
   size_t expert_rows = 0;  // rows of expert_tokens this dispatch filled (with alignment)
   size_t dropped = 0;
+  // [s * n + d]: (token, expert) pairs and records rank s sent rank d: the
+  // traffic of combine (reversed) and of a replay, known to every rank.
+  std::vector<uint64_t> pair_matrix, record_matrix;
   conflux::Bytes owned_rows;  // expert rows, when the caller gave no buffer
   size_t wire_bytes = 0, received_bytes = 0, committed_bytes = 0;  // cfxMoeStats
 };
