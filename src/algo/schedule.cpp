@@ -147,15 +147,19 @@ int Schedule::wait(int peer, uint32_t count, const std::vector<int>& after) {
   return add_with(*this, s, after);
 }
 
-bool Schedule::one_sided() const {
-  return std::any_of(steps.begin(), steps.end(), [](const Step& s) { return is_one_sided(s.kind); });
-}
-
-bool Schedule::uses_staging() const {
+uint8_t Schedule::props() const {
+  if (props_ & kKnown) return props_;
+  uint8_t p = kKnown;
   auto staged = [](const Slice& sl) { return sl.buf == kStaging && sl.bytes > 0; };
-  for (const Step& s : steps)
-    if (staged(s.src) || staged(s.dst) || staged(s.with)) return true;
-  return std::any_of(sources.begin(), sources.end(), [&](const Source& src) { return staged(src.slice); });
+  for (const Step& s : steps) {
+    if (is_one_sided(s.kind)) p |= kOneSided;
+    if (staged(s.src) || staged(s.dst) || staged(s.with)) p |= kUsesStaging;
+  }
+  for (const Source& src : sources) {
+    if (staged(src.slice)) p |= kUsesStaging;
+  }
+  props_ = p;
+  return p;
 }
 
 }  // namespace conflux::algo

@@ -96,11 +96,15 @@ struct Schedule {
   int signal(const std::vector<int>& after = {});
   int wait(int peer, uint32_t count, const std::vector<int>& after = {});
 
-  // Whether any step reaches a peer's memory or flags (the executor then
-  // publishes this rank's buffers for the call), and whether any step uses
-  // a staging area (this rank's or a peer's).
-  bool one_sided() const;
-  bool uses_staging() const;
+  // Whether any step reaches a peer's memory or flags, and whether any uses
+  // a staging area (this rank's or a peer's). Computed once per schedule.
+  bool one_sided() const { return props() & kOneSided; }
+  bool uses_staging() const { return props() & kUsesStaging; }
+
+ private:
+  enum : uint8_t { kKnown = 1, kOneSided = 2, kUsesStaging = 4 };
+  uint8_t props() const;
+  mutable uint8_t props_ = 0;
 };
 
 // Element-aligned balanced partition of `count` into `parts`: the first

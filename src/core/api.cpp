@@ -52,10 +52,10 @@ bool overlap(const void* a, size_t abytes, const void* b, size_t bbytes) {
 // Checks shared by every operation, then the collective-specific ones. The
 // returned error names the call so the user need not guess which failed.
 Status validate(cfxComm* comm, const OpDesc& op) {
-  std::string call = coll_name(op.coll);
-  if (op.coll == Coll::kRecv) call = "recv";
-  if (op.coll == Coll::kSend) call = "send";
-  auto bad = [&](const std::string& why) { return invalid_argument(call + ": " + why); };
+  auto bad = [&](const std::string& why) {
+    const char* call = op.coll == Coll::kRecv ? "recv" : op.coll == Coll::kSend ? "send" : coll_name(op.coll);
+    return invalid_argument(std::string(call) + ": " + why);
+  };
   if (comm == nullptr) return bad("communicator is NULL");
   const int n = comm->nranks();
   const int rank = comm->rank();

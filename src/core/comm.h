@@ -132,6 +132,8 @@ struct cfxComm {
   size_t channel_min_bytes_ = SIZE_MAX;
   std::vector<uint8_t> scratch_;
   conflux::ExecWorkspace exec_ws_;  // execute()'s vectors, reused call after call
+  conflux::ExecContext call_ctx_;   // a collective's context, reused (buffers and signatures keep their capacity)
+  conflux::ExecContext exec_context_base_;  // what every call's context starts from (set once links exist)
   // Built schedules by what they depend on: a call like an earlier one
   // (the common case: training repeats the same calls) skips the tuner and
   // the builder.
@@ -180,6 +182,7 @@ struct cfxComm {
   mutable std::mutex error_mutex_;
   std::string last_error_;
 
+  std::atomic<int> async_outstanding_{0};  // submitted operations not yet finished
   std::mutex queue_mutex_;
   std::condition_variable queue_cv_;
   std::deque<cfxRequest*> queue_;

@@ -8,6 +8,7 @@ using namespace conflux;
 cfxRequest* cfxComm::submit(std::vector<OpDesc> ops) {
   auto* req = new cfxRequest();
   req->ops = std::move(ops);
+  async_outstanding_.fetch_add(1, std::memory_order_acq_rel);
   use_registrations(req->ops, +1);  // until it has run: deregistering meanwhile is an error
   {
     std::lock_guard lock(queue_mutex_);
@@ -41,6 +42,7 @@ void cfxComm::worker_loop() {
       std::lock_guard lock(queue_mutex_);
       worker_busy_ = !queue_.empty();
     }
+    async_outstanding_.fetch_sub(1, std::memory_order_acq_rel);
     {
       std::lock_guard rl(req->mutex);
       req->status = st;

@@ -112,6 +112,7 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
     CFX_INFO(kInit, "%d ranks compete for this rank's %d core(s): waiting ranks yield almost at once", sharing, cores);
 
   CFX_RETURN_IF_ERROR(connect_peers(mine));
+  exec_context_base_ = exec_context();
   if (cfg.channel_min_bytes >= 0 && links_.by_channel.size() > 1) {
     channel_min_bytes_ = static_cast<size_t>(cfg.channel_min_bytes);
     CFX_INFO(kInit, "calls of >= %lld bytes split over %d TCP channels (CONFLUX_CHANNEL_MIN_BYTES)",

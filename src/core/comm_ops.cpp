@@ -151,8 +151,8 @@ uint8_t* cfxComm::scratch(size_t bytes) {
 
 Status cfxComm::run(std::vector<OpDesc> ops) {
   // Keep issue order with queued nonblocking operations: if any are pending,
-  // this call queues behind them.
-  {
+  // this call queues behind them. (None ever submitted: no lock to take.)
+  if (async_outstanding_.load(std::memory_order_acquire) > 0) {
     std::unique_lock lock(queue_mutex_);
     if (!queue_.empty() || worker_busy_) {
       lock.unlock();
@@ -465,10 +465,14 @@ Status cfxComm::run_collective(const OpDesc& op) {
   OpSig sig = signature_of(op, ++coll_seq_);
   sig.registered = key.registered ? 1 : 0;
 
-  ExecContext ctx = exec_context();
-  ctx.buffers = {const_cast<uint8_t*>(static_cast<const uint8_t*>(op.sendbuf)), static_cast<uint8_t*>(op.recvbuf),
-                 scratch(sched.scratch_bytes), nullptr};
-  ctx.sigs = {sig};
+  // The context is reused call after call: its vectors keep their capacity.
+  ExecContext& ctx = call_ctx_;
+  ctx = exec_context_base_;
+  ctx.deadline = deadline_after_ms(timeout_ms_.load());
+  uint8_t* const bufs[] = {const_cast<uint8_t*>(static_cast<const uint8_t*>(op.sendbuf)), static_cast<uint8_t*>(op.recvbuf),
+                           scratch(sched.scratch_bytes), nullptr};
+  ctx.buffers.assign(std::begin(bufs), std::end(bufs));
+  ctx.sigs.assign(1, sig);
   ctx.reduce = reduce_fn(op.dtype, op.op);
   ctx.dtype = op.dtype;
   ctx.op = op.op;

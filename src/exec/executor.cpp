@@ -222,7 +222,10 @@ Status Run::run_local(int i) {
       return ctx_.peer_memory->write(step.peer, step.dst.buf, step.dst.offset, ptr(step.src), step.src.bytes)
           .prepend("one-sided write to rank " + std::to_string(step.peer) + ": ");
     case StepKind::kReduceFrom: return run_reduce_from(step).prepend("one-sided reduction: ");
-    case StepKind::kSignal: ctx_.peer_memory->signal(flag_value(ctx_.epoch, ++signals_)); return Status::Ok();
+    case StepKind::kSignal:
+      if (signals_ == kMaxSignalsPerCall) return internal_error("a schedule signals more than 255 times in one call");
+      ctx_.peer_memory->signal(++signals_);
+      return Status::Ok();
     default: return internal_error("step of this kind does not run at once");
   }
 }
@@ -231,7 +234,7 @@ Status Run::check_waits(bool* progressed) {
   for (size_t k = 0; k < waits_.size();) {
     const int i = waits_[k];
     const Step& step = sched_.steps[i];
-    if (ctx_.peer_memory->flag(step.peer) < flag_value(ctx_.epoch, step.count)) {
+    if (!flag_reached(ctx_.peer_memory->flag(step.peer), ctx_.epoch, step.count)) {
       ++k;
       continue;
     }
@@ -262,7 +265,12 @@ Status Run::start_one_sided() {
   if (staging && ctx_.peer_memory->staging_bytes() == 0) return internal_error("no staging area for an eager schedule");
   const int half = ctx_.peer_memory->begin_call(ctx_.epoch, ctx_.sigs.empty() ? OpSig{} : ctx_.sigs[0],
                                                 bufs_[algo::kSendBuf], ctx_.send_bytes, bufs_[algo::kRecvBuf],
-                                                ctx_.recv_bytes, staging);
+                                                ctx_.recv_bytes, staging,
+                                                // Peers reach this rank's buffers in every one-sided
+                                                // algorithm but the eager ones, which go through staging
+                                                // (a rank's own schedule cannot tell: a Gather root reads
+                                                // buffers whose owners' schedules only signal).
+                                                !staging);
   checked_.assign(ctx_.links.size(), 0);
   if (bufs_.size() <= algo::kStaging) bufs_.resize(algo::kStaging + 1, nullptr);
   if (half >= 0) bufs_[algo::kStaging] = ctx_.peer_memory->staging(half);
@@ -307,8 +315,8 @@ std::string Run::waiting_on() const {
     const uint64_t flag = ctx_.peer_memory->flag(step.peer);
     s += (s.empty() ? "" : "; ") + std::string("signal ") + std::to_string(step.count) + " of rank " +
          std::to_string(step.peer) +
-         ((flag >> 16) < ctx_.epoch ? " (not yet in this call)"
-                                    : " (it has signalled " + std::to_string(flag & 0xffff) + " times)");
+         (flag_epoch(flag) < (ctx_.epoch & 0xffffffffull) ? " (not yet in this call)"
+                                                          : " (it has signalled " + std::to_string(flag_signals(flag)) + " times)");
   }
   for (int lane : active_lanes_) {
     const PeerQueues& q = queues_[lane];
@@ -488,11 +496,13 @@ Status Run::go() {
     // launches: 80-83 us in 5 of them before, 24-27 us in 4 with the yield,
     // 10-13 us otherwise. With a core to itself, a rank's yield returns at
     // once; shared-memory waits shorter than kYieldEvery never yield.
-    if (idle == 0) idle_since = last_yield = Clock::now();
+    // The clock is read every 8th poll, the first time after 8 polls: a
+    // wait that ends within them (a peer's flag in flight) reads none.
     if (++idle < ctx_.spin_iterations) {
       bool spent = false;
-      if ((idle & 1) == 0) {
+      if ((idle & 7) == 0) {
         const auto now = Clock::now();
+        if (idle == 8) idle_since = last_yield = now;
         spent = now - idle_since >= kSpinBudget;
         if (!spent && now - last_yield >= kYieldEvery) {
           sched_yield();
@@ -518,9 +528,9 @@ Status Run::go() {
 
 Status execute(const algo::Schedule& schedule, const ExecContext& ctx, ExecWorkspace* workspace) {
   if (schedule.steps.empty()) return Status::Ok();
+  if (workspace != nullptr) return Run(schedule, ctx, *workspace).go();
   ExecWorkspace local;
-  Run run(schedule, ctx, workspace != nullptr ? *workspace : local);
-  return run.go();
+  return Run(schedule, ctx, local).go();
 }
 
 }  // namespace conflux

@@ -409,6 +409,11 @@ class Verifier {
     if (s.buf >= algo::kFirstExtraBuf) return fail(w() + ": extra buffers are not modelled"), false;
     if (owner != r) {
       if (s.buf == algo::kScratch) return fail(w() + ": names rank " + std::to_string(owner) + "'s scratch, which is private"), false;
+      // A call that goes through the staging areas does not publish the
+      // ranks' own buffers (the executor skips it): it may not reach them.
+      if (s.buf != algo::kStaging && call(r, i).sched.uses_staging())
+        return fail(w() + ": reaches rank " + std::to_string(owner) +
+                    "'s buffers in a call that uses staging, where they are not published"), false;
       const std::vector<int>& host = call(r, i).args.host_of;
       if (!host.empty() && host[owner] != host[r])
         return fail(w() + ": one-sided access to rank " + std::to_string(owner) + " on another host"), false;

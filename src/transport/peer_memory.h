@@ -24,9 +24,12 @@ class PeerMemory {
   // how far peers may reach into them) before its first signal. With
   // `staging`, the call uses the staging areas: returns which half (the
   // same on every rank, as every rank counts the calls that use them).
-  // `sig` is published too: check_call() compares a peer's with it.
+  // `sig` is published too (beside this rank's flag, so a peer's first
+  // look at the flag brings it): check_call() compares a peer's with it.
+  // With `expose` false, no peer reaches this rank's buffers in this call
+  // and they are not published.
   virtual int begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* send, size_t send_bytes, uint8_t* recv,
-                         size_t recv_bytes, bool staging) = 0;
+                         size_t recv_bytes, bool staging, bool expose) = 0;
   // Once the peer has signalled in this call: whether it is in the same
   // call as this rank (a mismatch error naming both calls otherwise). A peer
   // already in a later call has passed this one and is not checked.
@@ -43,13 +46,28 @@ class PeerMemory {
   virtual Status read(int peer, int buf, size_t offset, void* to, size_t bytes) = 0;
   virtual Status write(int peer, int buf, size_t offset, const void* from, size_t bytes) = 0;
 
-  // Raises this rank's flag to `value` and wakes the peers that sleep.
-  virtual void signal(uint64_t value) = 0;
-  // The peer's flag now.
+  // Raises this rank's flag to its `signals`-th signal of the current call
+  // and wakes the peers that sleep.
+  virtual void signal(uint32_t signals) = 0;
+  // The peer's flag now (flag_epoch/flag_signals read it).
   virtual uint64_t flag(int peer) const = 0;
 };
 
-// A flag value: the call's epoch and how many signals of that call came before.
-inline uint64_t flag_value(uint64_t epoch, uint32_t signals) { return epoch << 16 | signals; }
+// A flag packs the call's epoch (32 bits), a 24-bit hash of the call's
+// signature, and the signals made in that call (8 bits), so one atomic
+// store tells a peer both how far this rank got and which call it is in.
+// It only grows: the epoch is on top and grows from call to call.
+inline constexpr uint32_t kMaxSignalsPerCall = 255;
+inline uint64_t flag_value(uint64_t epoch, uint32_t call_hash, uint32_t signals) {
+  return (epoch & 0xffffffffull) << 32 | static_cast<uint64_t>(call_hash & 0xffffffu) << 8 | (signals & 0xffu);
+}
+inline uint64_t flag_epoch(uint64_t flag) { return flag >> 32; }
+inline uint32_t flag_call_hash(uint64_t flag) { return static_cast<uint32_t>(flag >> 8) & 0xffffffu; }
+inline uint32_t flag_signals(uint64_t flag) { return static_cast<uint32_t>(flag & 0xffu); }
+// Whether `flag` shows the `signals`-th signal of call `epoch` (or a later call).
+inline bool flag_reached(uint64_t flag, uint64_t epoch, uint32_t signals) {
+  const uint64_t e = flag_epoch(flag), want = epoch & 0xffffffffull;
+  return e > want || (e == want && flag_signals(flag) >= signals);
+}
 
 }  // namespace conflux

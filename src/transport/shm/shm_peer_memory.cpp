@@ -49,7 +49,7 @@ bool ShmPeerMemory::reaches(int peer) const {
 }
 
 int ShmPeerMemory::begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* send, size_t send_bytes,
-                              uint8_t* recv, size_t recv_bytes, bool staging) {
+                              uint8_t* recv, size_t recv_bytes, bool staging, bool expose) {
   if (mappings_.size() >= kMaxMappings) {
     for (const Mapping& m : mappings_)
       if (m.at != nullptr) munmap(m.at, m.size);
@@ -57,10 +57,21 @@ int ShmPeerMemory::begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* s
   }
   epoch_ = epoch;
   sig_ = sig;
+  // FNV-1a of the signature's bytes, folded to 24 bits.
+  uint64_t h = 1469598103934665603ull;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&sig);
+  for (size_t i = 0; i < sizeof sig; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  call_hash_ = static_cast<uint32_t>((h ^ (h >> 24) ^ (h >> 48)) & 0xffffffu);
+  ShmCallSig& cs = mine_.call_sig();  // only read to describe a mismatch
+  cs.epoch.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  cs.sig = sig;
+  cs.epoch.store(epoch, std::memory_order_release);
+  if (staging) half_ = staging_calls_++ % 2;
+  if (!expose) return staging ? half_ : -1;
   ShmExposure& e = mine_.exposure();
   e.epoch.store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  e.sig = sig;
   e.addr[0] = reinterpret_cast<uint64_t>(send);
   e.addr[1] = reinterpret_cast<uint64_t>(recv);
   e.bytes[0] = send_bytes;
@@ -68,17 +79,22 @@ int ShmPeerMemory::begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* s
   e.region[0] = send_bytes > 0 ? shared_region_of(send) : SharedRegionRef{};
   e.region[1] = recv_bytes > 0 ? shared_region_of(recv) : SharedRegionRef{};
   e.epoch.store(epoch, std::memory_order_release);
-  if (staging) half_ = staging_calls_++ % 2;
   return staging ? half_ : -1;
 }
 
 Status ShmPeerMemory::check_call(int peer) const {
-  const ShmExposure& e = peers_[peer]->exposure();
-  if (e.epoch.load(std::memory_order_acquire) != epoch_) return Status::Ok();
-  const OpSig theirs = e.sig;
+  const uint64_t f = peers_[peer]->flag().value.load(std::memory_order_acquire);
+  if (flag_epoch(f) != (epoch_ & 0xffffffffull) || flag_call_hash(f) == call_hash_) return Status::Ok();
+  // Another call: describe it from the signature the peer published.
+  const ShmCallSig& cs = peers_[peer]->call_sig();
+  const OpSig theirs = cs.sig;
   std::atomic_thread_fence(std::memory_order_acquire);
-  if (e.epoch.load(std::memory_order_relaxed) != epoch_) return Status::Ok();  // it left the call meanwhile
-  return check_incoming(sig_, 0, theirs, 0, peer);
+  if (cs.epoch.load(std::memory_order_relaxed) == epoch_) {
+    Status st = check_incoming(sig_, 0, theirs, 0, peer);
+    if (!st.ok()) return st;
+  }
+  return invalid_usage("mismatched calls: rank " + std::to_string(peer) + " is in another call than this rank's " +
+                       describe(sig_));
 }
 
 Result<uint64_t> ShmPeerMemory::remote_address(int peer, int buf, size_t offset, size_t bytes) const {
@@ -179,8 +195,8 @@ Status ShmPeerMemory::write(int peer, int buf, size_t offset, const void* from, 
   return kernel_copy(peer, remote, const_cast<void*>(from), bytes, true);
 }
 
-void ShmPeerMemory::signal(uint64_t value) {
-  mine_.flag().value.store(value, std::memory_order_release);
+void ShmPeerMemory::signal(uint32_t signals) {
+  mine_.flag().value.store(flag_value(epoch_, call_hash_, signals), std::memory_order_release);
   // Dekker pairing with each sleeper (ring_doorbell's): one fence for all
   // peers, then a futex wake only for those that sleep.
   std::atomic_thread_fence(std::memory_order_seq_cst);

@@ -24,14 +24,14 @@ class ShmPeerMemory final : public PeerMemory {
 
   bool reaches(int peer) const override;
   int begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* send, size_t send_bytes, uint8_t* recv,
-                 size_t recv_bytes, bool staging) override;
+                 size_t recv_bytes, bool staging, bool expose) override;
   Status check_call(int peer) const override;
   uint8_t* staging(int half) const override { return mine_.staging(half); }
   size_t staging_bytes() const override { return mine_.layout().staging_bytes; }
   uint8_t* view(int peer, int buf, size_t offset, size_t bytes) override;
   Status read(int peer, int buf, size_t offset, void* to, size_t bytes) override;
   Status write(int peer, int buf, size_t offset, const void* from, size_t bytes) override;
-  void signal(uint64_t value) override;
+  void signal(uint32_t signals) override;
   uint64_t flag(int peer) const override;
 
   // Whether process_vm_readv reaches every same-host peer (ptrace rules,
@@ -56,6 +56,7 @@ class ShmPeerMemory final : public PeerMemory {
   std::vector<int> pids_, pidfds_;
   uint64_t epoch_ = 0;
   OpSig sig_;
+  uint32_t call_hash_ = 0;
   int staging_calls_ = 0;  // calls so far that used the staging areas
   int half_ = 0;
   std::vector<Mapping> mappings_;

@@ -28,6 +28,7 @@ struct SegmentHeader {
   char pad[64 - 48];
   ShmDoorbell doorbell;
   ShmFlag flag;
+  ShmCallSig call_sig;
   ShmExposure exposure;
 };
 static_assert(sizeof(SegmentHeader) % 64 == 0);
@@ -99,6 +100,7 @@ Result<ShmSegment> ShmSegment::create(const std::string& name, const Layout& lay
   h->owner_base = reinterpret_cast<uint64_t>(seg.base_);
   new (&h->doorbell) ShmDoorbell();
   new (&h->flag) ShmFlag();
+  new (&h->call_sig) ShmCallSig();
   new (&h->exposure) ShmExposure();
   for (int r = 0; r < layout.nranks; ++r) {
     new (&seg.ring(r)) ShmRingControl();
@@ -162,6 +164,8 @@ uint64_t ShmSegment::owner_address(const void* inside) const {
 }
 
 ShmFlag& ShmSegment::flag() const { return reinterpret_cast<SegmentHeader*>(base_)->flag; }
+
+ShmCallSig& ShmSegment::call_sig() const { return reinterpret_cast<SegmentHeader*>(base_)->call_sig; }
 
 ShmExposure& ShmSegment::exposure() const { return reinterpret_cast<SegmentHeader*>(base_)->exposure; }
 

@@ -43,10 +43,16 @@ struct alignas(64) ShmNotice {
 };
 static_assert(sizeof(ShmNotice) == 512);
 
-// This rank's flag: (call epoch << 16) | signals made in that call. Peers
-// compare it with the value they wait for; it only grows.
+// This rank's flag (transport/peer_memory.h, flag_value): the call's
+// epoch, a hash of its signature and the signals made in it, in one word
+// peers poll. The full signature sits on a line of its own, read only to
+// describe a mismatch.
 struct alignas(64) ShmFlag {
   std::atomic<uint64_t> value{0};
+};
+struct alignas(64) ShmCallSig {
+  std::atomic<uint64_t> epoch{0};
+  OpSig sig;
 };
 
 // The buffers of this rank's current one-sided call, written before its
@@ -54,10 +60,8 @@ struct alignas(64) ShmFlag {
 // and this rank rewrites them only in a later call, after every peer that
 // touched its buffers has said it is done.
 struct alignas(64) ShmExposure {
-  // 0 while the owner rewrites the rest (a peer reading it then sees a
-  // changed epoch and knows the owner has left the call it looks for).
+  // 0 while the owner rewrites the rest.
   std::atomic<uint64_t> epoch{0};
-  OpSig sig;                     // the call, for the peers' mismatch check
   uint64_t addr[2] = {0, 0};     // send, receive buffer (this process's addresses)
   uint64_t bytes[2] = {0, 0};    // how far peers may reach into each
   SharedRegionRef region[2];     // the cfxMemAlloc region each lies in (id 0: none)
@@ -100,6 +104,7 @@ class ShmSegment {
   ShmSlotHeader& slot_header(int ring_index, uint64_t index) const;
   uint8_t* slot_data(int ring_index, uint64_t index) const;
   ShmFlag& flag() const;
+  ShmCallSig& call_sig() const;
   // The address the segment's creator sees for `inside`, a location in our mapping.
   uint64_t owner_address(const void* inside) const;
   ShmExposure& exposure() const;
