@@ -57,6 +57,11 @@ const conflux::tools::RegisterCommand kRun{
                      "Stop the job and exit 124 after this many seconds (0: never)")
           ->check(CLI::NonNegativeNumber)
           ->capture_default_str();
+      app.add_option("--bind-to", spec->bind_to,
+                     "CPU binding of the ranks: core (a block of cores each), none, or auto "
+                     "(core when the ranks do not outnumber the CPUs)")
+          ->check(CLI::IsMember({"auto", "core", "none"}))
+          ->capture_default_str();
       app.add_flag("-v,--verbose", spec->verbose, "Say what was started and where");
       // Everything from the program name on belongs to the program, options
       // included (`conflux run -n 2 sh -c ...`); `--` also ends our options.

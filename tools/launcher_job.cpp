@@ -1,5 +1,6 @@
 #include "launcher_job.h"
 
+#include "launcher_binding.h"
 #include "launcher_env.h"
 #include "launcher_output.h"
 #include "launcher_spawn.h"
@@ -188,11 +189,18 @@ bool Job::Start(int port) {
   const std::string job_id = NewJobId();
   int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
   bool stdin_usable = fcntl(STDIN_FILENO, F_GETFD) != -1 && !isatty(STDIN_FILENO);
+  BindPolicy policy = BindPolicy::kAuto;
+  ParseBindPolicy(spec_.bind_to, &policy);  // the command line accepted only valid ones
+  std::string binding_note;
+  const std::vector<cpu_set_t> cpu_sets = RankCpuSets(policy, spec_.nprocs, &binding_note);
+  if (spec_.verbose) Say("%s", binding_note.c_str());
   for (int r = 0; r < spec_.nprocs; ++r) {
     auto rank = std::make_unique<Rank>(r, spec_.prefix_output);
     int stdin_fd = (r == 0 && stdin_usable) ? STDIN_FILENO : devnull;
+    const cpu_set_t* cpus = cpu_sets.empty() ? nullptr : &cpu_sets[static_cast<size_t>(r)];
+    if (cpus != nullptr && spec_.verbose) Say("rank %d on CPUs %s", r, CpuListOf(*cpus).c_str());
     SpawnedRank spawned =
-        SpawnRank(spec_.command, RankEnvironment(environ, spec_, port, job_id, r), stdin_fd);
+        SpawnRank(spec_.command, RankEnvironment(environ, spec_, port, job_id, r), stdin_fd, cpus);
     if (spawned.pid < 0) {
       Say("cannot start rank %d: %s", r, spawned.error.c_str());
       BeginStop(1);

@@ -37,8 +37,11 @@ std::vector<char*> CStrings(const std::vector<std::string>& strings) {
 
 // Runs in the child between fork and exec: only async-signal-safe calls.
 [[noreturn]] void ExecChild(char* const* argv, char* const* envp, int stdin_fd, int out_fd,
-                            int err_fd, int report_fd) {
+                            int err_fd, int report_fd, const cpu_set_t* cpus) {
   setpgid(0, 0);
+  // A binding the kernel refuses (a cgroup without those CPUs) leaves the
+  // rank where it was: slower perhaps, but running.
+  if (cpus != nullptr) (void)sched_setaffinity(0, sizeof *cpus, cpus);
   // Our handlers vanish at exec, but an ignored SIGPIPE and a blocked mask
   // would be inherited and silently change how the program behaves.
   for (int sig : {SIGINT, SIGTERM, SIGCHLD, SIGPIPE}) signal(sig, SIG_DFL);
@@ -60,7 +63,7 @@ std::vector<char*> CStrings(const std::vector<std::string>& strings) {
 }  // namespace
 
 SpawnedRank SpawnRank(const std::vector<std::string>& command, const std::vector<std::string>& env,
-                      int stdin_fd) {
+                      int stdin_fd, const cpu_set_t* cpus) {
   SpawnedRank result;
   Pipe out, err, report;
   if (!out.Open() || !err.Open() || !report.Open()) {
@@ -82,7 +85,7 @@ SpawnedRank SpawnRank(const std::vector<std::string>& command, const std::vector
     return result;
   }
   if (pid == 0) {
-    ExecChild(argv.data(), envp.data(), stdin_fd, out.write_end, err.write_end, report.write_end);
+    ExecChild(argv.data(), envp.data(), stdin_fd, out.write_end, err.write_end, report.write_end, cpus);
   }
   // Also set the group here: whichever of parent and child runs first, the
   // group exists before we could ever signal it.

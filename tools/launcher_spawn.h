@@ -3,6 +3,7 @@
 // mysterious exit status 127.
 #pragma once
 
+#include <sched.h>
 #include <sys/types.h>
 
 #include <string>
@@ -20,8 +21,9 @@ struct SpawnedRank {
 
 // `stdin_fd` becomes the child's standard input (the caller decides who may
 // read the terminal). The child leads a new process group whose id is its
-// pid, so kill(-pid, sig) reaches everything it starts.
+// pid, so kill(-pid, sig) reaches everything it starts. A non-null `cpus`
+// binds the child (and what it starts) to those CPUs before it execs.
 SpawnedRank SpawnRank(const std::vector<std::string>& command, const std::vector<std::string>& env,
-                      int stdin_fd);
+                      int stdin_fd, const cpu_set_t* cpus);
 
 }  // namespace conflux::tools::launcher

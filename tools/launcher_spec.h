@@ -15,6 +15,7 @@ struct LaunchSpec {
   // -x NAME=VALUE pairs, applied last so they override everything we set.
   std::vector<std::pair<std::string, std::string>> extra_env;
   bool prefix_output = true;
+  std::string bind_to = "auto";  // auto, core or none: see launcher_binding.h
   bool verbose = false;  // say what was started and where the rendezvous is
   double grace_seconds = 3.0;    // SIGTERM -> SIGKILL delay when stopping ranks
   double timeout_seconds = 0.0;  // 0: no limit on the job's duration

@@ -214,4 +214,26 @@ run_tool -n 2 "$WORK/not-executable"
 [[ $RC -ne 0 ]] || fail "exec of a non-executable file exited 0"
 expect_grep 'cannot execute .*: Permission denied' "$WORK/err" "permission failure report"
 
+check "ranks get disjoint CPU blocks that cover the launcher's mask, unless told otherwise"
+mask() { grep Cpus_allowed_list /proc/self/status | cut -f2; }
+ncpus=$(nproc)
+allowed=$(mask)
+# Each rank prints its mask as the expanded list of CPUs, one per line.
+expand='for part in $(grep Cpus_allowed_list /proc/self/status | cut -f2 | tr , " "); do
+  case $part in *-*) seq ${part%-*} ${part#*-};; *) echo $part;; esac; done | sed "s/^/cpu /"'
+run_tool -n "$ncpus" sh -c "$expand"
+expect_rc 0 "$RC" "--bind-to auto with one rank per CPU"
+[[ $(grep -c ' cpu ' "$WORK/out") -eq $ncpus ]] || fail "$ncpus ranks were not bound to one CPU each"
+[[ $(awk '{print $3}' "$WORK/out" | sort -u | wc -l) -eq $ncpus ]] || fail "two ranks share a CPU"
+run_tool -n $((ncpus + 1)) sh -c 'grep Cpus_allowed_list /proc/self/status'
+[[ $(grep -c "	$allowed\$" "$WORK/out") -eq $((ncpus + 1)) ]] || fail "oversubscribed ranks were bound"
+run_tool --bind-to none -n "$ncpus" sh -c 'grep Cpus_allowed_list /proc/self/status'
+[[ $(grep -c "	$allowed\$" "$WORK/out") -eq $ncpus ]] || fail "--bind-to none bound a rank"
+run_tool --bind-to core -n $((ncpus + 1)) sh -c "$expand"
+[[ $(grep -c ' cpu ' "$WORK/out") -eq $((ncpus + 1)) ]] || fail "--bind-to core did not give each rank one CPU"
+run_tool -v -n 1 true
+expect_grep 'ranks bound to blocks of' "$WORK/err" "--verbose names the binding"
+run_tool --bind-to socket -n 2 true
+[[ $RC -ne 0 ]] || fail "--bind-to socket was accepted"
+
 echo "PASS: conflux run"
