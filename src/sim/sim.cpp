@@ -85,6 +85,11 @@ std::string ClusterModel::describe() const {
     std::snprintf(buf, sizeof buf, ", switch %.2fus", switch_us);
     d += buf;
   }
+  if (one_sided) {
+    std::snprintf(buf, sizeof buf, ", copy %.2fGB/s, flag %.2fus, cma %.2fus %.2fGB/s%s", copy_gbps, flag_us, cma_us,
+                  cma_gbps, reads_peer_buffers ? "" : " (refused)");
+    d += buf;
+  }
   if (!params(PathClass::kNet).curve.empty()) d += ", net curve " + format_curve(params(PathClass::kNet).curve);
   return d;
 }

@@ -1,10 +1,37 @@
 #include "tune/comm_model.h"
 
-#include "topo/plan.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace conflux::tune {
+namespace {
+
+// The cores a host gives its ranks: the CPUs of its ranks' distinct
+// affinity sets, added up (ranks bound to a core each use as many cores as
+// they are; unbound ranks share one set). The fewest of any host, from the
+// table every rank holds alike, so every rank builds the same model. 0 when
+// a rank could not read its set.
+int cores_per_host(const std::vector<RankInfo>& table) {
+  int fewest = 0;
+  std::vector<uint64_t> hosts;
+  for (const RankInfo& r : table) {
+    if (std::find(hosts.begin(), hosts.end(), r.host_hash) != hosts.end()) continue;
+    hosts.push_back(r.host_hash);
+    std::vector<uint64_t> sets;
+    int cores = 0;
+    for (const RankInfo& q : table) {
+      if (q.host_hash != r.host_hash || std::find(sets.begin(), sets.end(), q.cpu_set_hash) != sets.end()) continue;
+      if (q.cpu_set_size <= 0) return 0;
+      sets.push_back(q.cpu_set_hash);
+      cores += q.cpu_set_size;
+    }
+    fewest = fewest == 0 ? cores : std::min(fewest, cores);
+  }
+  return fewest;
+}
+
+}  // namespace
 
 sim::ClusterModel model_of(const std::vector<RankInfo>& table, bool same_host_tcp, const Constants& c) {
   sim::ClusterModel m;
@@ -31,8 +58,7 @@ sim::ClusterModel model_of(const std::vector<RankInfo>& table, bool same_host_tc
   m.ranks_per_host = std::max(1, max_per_host);
   if (regular && m.nranks % m.ranks_per_host == 0) m.host.clear();
   m.same_host_tcp = same_host_tcp;
-  // Hosts are assumed alike: ours tells how many cores a host gives its ranks.
-  m.cores_per_host = static_cast<int>(topo::current_cpu_binding().size());  // 0 when unknown
+  m.cores_per_host = cores_per_host(table);
   c.apply_to(&m);
   return m;
 }

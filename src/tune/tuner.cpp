@@ -178,8 +178,8 @@ Result<const Candidate*> Tuner::choose(const algo::CollArgs& a) {
     opt.measured_source = measured_source_;
   }
   CFX_ASSIGN_OR_RETURN(Decision d, decide(a, model_, filter_, opt));
-  CFX_INFO(kTune, "%s %zu bytes on %d ranks (%d hosts): %s — %s", coll_name(a.coll), call_bytes(a), model_.nranks,
-           model_.nhosts(), d.chosen->name.c_str(), d.reason.c_str());
+  CFX_INFO(kTune, "%s %zu bytes on %d ranks (%d hosts%s): %s — %s", coll_name(a.coll), call_bytes(a), model_.nranks,
+           model_.nhosts(), a.registered ? ", registered buffers" : "", d.chosen->name.c_str(), d.reason.c_str());
   memo_[key] = d.chosen;
   return d.chosen;
 }

@@ -283,5 +283,21 @@ TEST(CommModelTest, HostsFromRankTable) {
   EXPECT_EQ(m.path(0, 1), sim::PathClass::kNet);
 }
 
+// Ranks bound to a core each use as many cores as there are ranks; ranks
+// sharing one affinity set use that set's CPUs; the fewest of any host count.
+TEST(CommModelTest, CoresPerHostAddsTheRanksDistinctCpuSets) {
+  std::vector<RankInfo> t(4);
+  for (int i = 0; i < 4; ++i) t[i].host_hash = 7;
+  for (int i = 0; i < 4; ++i) t[i].cpu_set_hash = 100 + i, t[i].cpu_set_size = 1;
+  EXPECT_EQ(model_of(t, false, Constants{}).cores_per_host, 4);
+  for (int i = 0; i < 4; ++i) t[i].cpu_set_hash = 100, t[i].cpu_set_size = 2;
+  EXPECT_EQ(model_of(t, false, Constants{}).cores_per_host, 2);  // 4 ranks share 2 cores
+  t[2].host_hash = t[3].host_hash = 9;
+  t[2].cpu_set_hash = 200, t[3].cpu_set_hash = 201, t[2].cpu_set_size = t[3].cpu_set_size = 8;
+  EXPECT_EQ(model_of(t, false, Constants{}).cores_per_host, 2);  // the host with fewer
+  t[3].cpu_set_size = 0;
+  EXPECT_EQ(model_of(t, false, Constants{}).cores_per_host, 0);  // one rank's set unknown: unknown
+}
+
 }  // namespace
 }  // namespace conflux::tune
