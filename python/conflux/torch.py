@@ -218,7 +218,13 @@ class Work(dist.Work):
         self._source = -1
         self._callbacks = []
         self._lock = threading.Lock()
-        self._future = torch.futures.Future()
+        # The Future torch sees is a continuation of a private one, so that a
+        # failure completes it with a C++ error. (torch.futures.Future's
+        # set_exception instead stores the exception as the result, to be
+        # raised by a Python wait(); DDP's C++ Reducer would take that
+        # object for its gradients, and crashes.)
+        self._promise = torch.futures.Future()
+        self._future = self._promise.then(self._settle)
 
     # Completion: exactly once, from whichever thread finishes the op.
     def _complete(self):
@@ -249,10 +255,7 @@ class Work(dist.Work):
             self._finish = None
             callbacks, self._callbacks = self._callbacks, []
             self._done.set()
-        if exc is None:
-            self._future.set_result(self._result)
-        else:
-            self._future.set_exception(exc)
+        self._promise.set_result(None)
         for cb in callbacks:
             cb(self)
         return True
@@ -263,6 +266,11 @@ class Work(dist.Work):
                 self._callbacks.append(cb)
                 return
         cb(self)
+
+    def _settle(self, _):
+        if self._exc is not None:
+            raise self._exc
+        return self._result
 
     def wait(self, timeout=None):
         """Block until done; raise conflux.Error on failure or timeout."""
