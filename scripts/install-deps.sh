@@ -8,6 +8,8 @@ packages=(
   qemu-system-x86 ovmf linux-image-cloud-amd64 busybox-static cpio libvirt-clients
   pybind11-dev python3-dev python3-numpy python3-torch libtorch-dev
   openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev python3-matplotlib
+  python3-pip python3-setuptools python3-wheel python3-venv
+  debootstrap  # scripts/in-debian13: the Debian 13 root with torch 2.x for the torch tests
 )
 sudo=""
 if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
