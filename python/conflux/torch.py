@@ -37,6 +37,7 @@ background when the group is created, so the group's creation does not wait
 for them; the first p2p call does.
 """
 
+import collections
 import datetime
 import inspect
 import itertools
@@ -196,13 +197,22 @@ def _prefix(counts):
 
 # ---- Work --------------------------------------------------------------------
 
+# torch's C++ callers (broadcast_coalesced in DDP's constructor, for one)
+# hold a Work by its C++ half and may call wait() after it completed. The
+# Python half, where wait() is implemented, must still exist then: once it
+# is collected, pybind11 finds no override and C++ runs the base class's
+# wait(), which never returns. Until completion a group references its
+# Works; afterwards the most recent completed ones stay referenced here.
+# (torch 2.x pins the Python half for the functional collectives itself.)
+_RECENTLY_COMPLETED = collections.deque(maxlen=4096)
+
 class Work(dist.Work):
     """A conflux operation in flight, as torch.distributed sees it.
 
     Until it completes, a Work is referenced by its group (the completion
-    queue, the pending receives), so dropping the caller's handle neither
-    cancels it nor lets torch's C++ side see a Work whose Python half is
-    gone."""
+    queue, the pending receives), so dropping the caller's handle does not
+    cancel it; after it completes, _RECENTLY_COMPLETED keeps it for torch's
+    C++ callers that wait late."""
 
     def __init__(self, requests=(), finish=None, result=None, what="operation", deadline=None, timeout_s=None):
         super().__init__()
@@ -255,6 +265,7 @@ class Work(dist.Work):
             self._finish = None
             callbacks, self._callbacks = self._callbacks, []
             self._done.set()
+        _RECENTLY_COMPLETED.append(self)
         self._promise.set_result(None)
         for cb in callbacks:
             cb(self)
