@@ -10,8 +10,10 @@ python/tests/torchrun.py, which works around Debian's torch packages):
   allreduce  25 MiB float32 dist.all_reduce at 2 and 4 ranks: median of
              --iters calls after a warm-up call (this script's --child mode)
   ddp        examples/train.py --wrap ddp at 4 ranks, 25 MiB buckets, the
-             example MLP with --hidden 2048 (16.5 MiB of gradients): the
-             median step time it prints
+             example MLP with --hidden 2048 (16.5 MiB of gradients) and
+             --batch samples per rank: the median step time it prints. The
+             batch decides how much of a step is computation; at 64 a step
+             on a 2-core machine is mostly matrix products.
   fsdp       the same with --wrap fsdp (where torch.distributed.fsdp imports)
 Targets (conflux time / gloo time): allreduce <= 0.5, ddp <= 0.7, fsdp <= 0.7.
 PYTHONPATH must reach the conflux package. Prints a table and, with --json,
@@ -81,7 +83,8 @@ def measure(kind, ranks, backend, args):
         m = re.search(r"median_ms ([0-9.]+)", out)
     else:
         out = launch(ranks, [TRAIN, "--backend", backend, "--wrap", kind, "--steps", str(args.steps),
-                             "--hidden", str(args.hidden), "--bucket-mb", "25"], args.timeout)
+                             "--hidden", str(args.hidden), "--batch", str(args.batch), "--bucket-mb", "25"],
+                     args.timeout)
         m = re.search(r"median step time ([0-9.]+) ms", out)
     if not m:
         raise RuntimeError(f"no timing in the output of {kind} over {backend}:\n{out[-2000:]}")
@@ -96,6 +99,7 @@ def main():
     p.add_argument("--iters", type=int, default=10)
     p.add_argument("--steps", type=int, default=12)
     p.add_argument("--hidden", type=int, default=2048)
+    p.add_argument("--batch", type=int, default=64, help="samples per rank per step (ddp, fsdp)")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--json", help="write the raw times here")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
@@ -124,7 +128,8 @@ def main():
                 print(f"round {r + 1}/{args.rounds}: {k} {n} ranks {b}: {ms:.3f} ms", flush=True)
 
     print(f"\ntorch {torch.__version__}, {os.cpu_count()} CPUs, {args.rounds} rounds, medians "
-          f"(allreduce {args.mib:g} MiB; ddp/fsdp: train.py --hidden {args.hidden}, 25 MiB buckets)")
+          f"(allreduce {args.mib:g} MiB; ddp/fsdp: train.py --hidden {args.hidden} --batch {args.batch}, "
+          "25 MiB buckets)")
     print(f"{'measurement':22s} {'conflux ms':>11s} {'gloo ms':>10s} {'ratio':>7s} {'target':>7s}")
     met = True
     for k, n in cases:
