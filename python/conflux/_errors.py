@@ -1,8 +1,11 @@
 """The one exception type of the conflux package."""
 
 
-class Error(Exception):
+class Error(RuntimeError):
     """A conflux call failed.
+
+    A RuntimeError, as the failures of torch.distributed's own backends are,
+    so code that handles a failed collective the torch way handles conflux's.
 
     Attributes:
         code: the library's result code (an int equal to a conflux.Result

@@ -3,6 +3,7 @@
 #include "algo/channels.h"
 #include "core/log.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace conflux::tune {
