@@ -3,6 +3,7 @@
 
 #include "core/half.h"
 #include "core/log.h"
+#include "core/moe_rows.h"
 
 #include <algorithm>
 #include <bit>
@@ -448,64 +449,6 @@ Status return_rows(cfxMoeHandle* h, const void* expert_out, Bytes* recv, std::ve
   return Status::Ok();
 }
 
-// acc[i] += w * row[i] for one row of `T` (float, or bf16/fp16 bits).
-template <cfxDataType_t T>
-void accumulate_row(float* acc, const uint8_t* row, float w, size_t hidden) {
-  if constexpr (T == cfxFloat32) {
-    const auto* r = reinterpret_cast<const float*>(row);
-    for (size_t i = 0; i < hidden; ++i) acc[i] = std::fma(w, r[i], acc[i]);
-  } else {
-    const auto* r = reinterpret_cast<const uint16_t*>(row);
-    for (size_t i = 0; i < hidden; ++i) {
-      const float x = T == cfxBfloat16 ? bf16_to_float(r[i]) : half_to_float(r[i]);
-      acc[i] = std::fma(w, x, acc[i]);
-    }
-  }
-}
-
-template <cfxDataType_t T>
-void store_row(uint8_t* out, const float* acc, size_t hidden) {
-  if constexpr (T == cfxFloat32) {
-    std::memcpy(out, acc, hidden * sizeof(float));
-  } else {
-    auto* o = reinterpret_cast<uint16_t*>(out);
-    for (size_t i = 0; i < hidden; ++i) o[i] = T == cfxBfloat16 ? float_to_bf16(acc[i]) : float_to_half(acc[i]);
-  }
-}
-
-using AccumulateFn = void (*)(float*, const uint8_t*, float, size_t);
-using StoreFn = void (*)(uint8_t*, const float*, size_t);
-
-#if defined(__x86_64__)
-// The same loops compiled for AVX2+FMA: std::fma becomes one instruction
-// (a library call otherwise), with the same result.
-template <cfxDataType_t T>
-__attribute__((target("avx2,fma"))) void accumulate_row_fma(float* acc, const uint8_t* row, float w, size_t hidden) {
-  if constexpr (T == cfxFloat32) {
-    const auto* r = reinterpret_cast<const float*>(row);
-    for (size_t i = 0; i < hidden; ++i) acc[i] = std::fma(w, r[i], acc[i]);
-  } else {
-    const auto* r = reinterpret_cast<const uint16_t*>(row);
-    for (size_t i = 0; i < hidden; ++i) {
-      const float x = T == cfxBfloat16 ? bf16_to_float(r[i]) : half_to_float(r[i]);
-      acc[i] = std::fma(w, x, acc[i]);
-    }
-  }
-}
-#endif
-
-AccumulateFn accumulate_for(cfxDataType_t t) {
-#if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    return t == cfxFloat32 ? accumulate_row_fma<cfxFloat32>
-           : t == cfxBfloat16 ? accumulate_row_fma<cfxBfloat16> : accumulate_row_fma<cfxFloat16>;
-#endif
-  return t == cfxFloat32 ? accumulate_row<cfxFloat32> : t == cfxBfloat16 ? accumulate_row<cfxBfloat16> : accumulate_row<cfxFloat16>;
-}
-StoreFn store_for(cfxDataType_t t) {
-  return t == cfxFloat32 ? store_row<cfxFloat32> : t == cfxBfloat16 ? store_row<cfxBfloat16> : store_row<cfxFloat16>;
-}
-
 Status combine(cfxMoeHandle* h, const void* expert_out, const float* weights, bool use_handle_weights,
                void* tokens_out, bool rows_only) {
   cfxMoe* moe = h->moe;
@@ -515,8 +458,8 @@ Status combine(cfxMoeHandle* h, const void* expert_out, const float* weights, bo
   std::vector<size_t> rd;
   CFX_RETURN_IF_ERROR(return_rows(h, expert_out, &recv, &rd));
   std::vector<float> acc(hidden);
-  const AccumulateFn accumulate = accumulate_for(c.datatype);
-  const StoreFn store_out = store_for(c.datatype);
+  const MoeAccumulateFn accumulate = moe_accumulate_for(c.datatype);
+  const MoeStoreFn store_out = moe_store_for(c.datatype);
   for (size_t t = 0; t < h->ntokens; ++t) {
     std::fill(acc.begin(), acc.end(), 0.0f);
     for (size_t j = 0; j < k; ++j) {
