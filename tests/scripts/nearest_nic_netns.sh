@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # TCP data goes over each rank's nearest NIC by topology, not just the
-# interface that reaches the rendezvous (issue 4), and falls back to that
+# interface that reaches the rendezvous, and falls back to that
 # interface when the NIC cannot reach a peer. Two emulated hosts, each with
 # eth0 (10.77.0.x, the rendezvous network) and eth1 (10.78.0.x); a topology
 # file puts eth1 at 100 Gb/s next to the CPU, so it is the nearest NIC.

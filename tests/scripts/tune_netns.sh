@@ -70,7 +70,7 @@ median_of() {  # "size value" rows, several per size -> "size median"
   sort -k1,1n -k2,2g | awk '{ n[$1]++; v[$1, n[$1]] = $2 } END { for (s in n) print s, v[s, int((n[s] + 1) / 2)] }'
 }
 # Launches per point (TUNE_LAUNCHES, default 5): single launches at 256 KiB
-# differ by up to 2x (2-host ring: 111-302 us in one session).
+# differ by up to 2x (2-host ring: 111-302 us within an hour).
 launches=${TUNE_LAUNCHES:-5}
 for h in 2 4 8; do
   cfx_hosts_up "$h"
