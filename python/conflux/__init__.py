@@ -10,8 +10,9 @@ Buffers are any C-contiguous buffer-protocol object (numpy arrays,
 bytearray, memoryview, array.array); the element type comes from the buffer
 (or dtype=, e.g. DataType.BFLOAT16 over a uint16 array). Failures raise
 conflux.Error carrying the library's message and result code. Blocking calls
-release the GIL. `import conflux.torch` registers the "conflux" backend of
-torch.distributed.
+release the GIL. `conflux.MoE` dispatches tokens to experts and combines
+them back (numpy and torch, with autograd). `import conflux.torch` registers
+the "conflux" backend of torch.distributed.
 """
 
 import contextlib as _contextlib
@@ -23,6 +24,8 @@ from ._conflux import (  # noqa: F401  (re-exported API)
     INT8, UINT8, INT32, UINT32, INT64, UINT64, FLOAT16, FLOAT32, FLOAT64, BFLOAT16,
     get_unique_id, version, type_size, error_string, group_start, group_end,
 )
+
+from .moe import MoE, Dispatched  # noqa: E402  (needs _conflux above)
 
 SPLIT_NOCOLOR = -1
 
@@ -39,5 +42,5 @@ def group():
 
 __all__ = [
     "Error", "Comm", "Request", "RedOp", "DataType", "Result", "SPLIT_NOCOLOR",
-    "get_unique_id", "version", "type_size", "error_string", "group_start", "group_end", "group",
+    "MoE", "Dispatched", "get_unique_id", "version", "type_size", "error_string", "group_start", "group_end", "group",
 ]

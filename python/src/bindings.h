@@ -23,5 +23,6 @@ class PyComm {
 
 void bind_collectives(py::class_<PyComm>& cls);
 void bind_raw_calls(py::class_<PyComm>& cls);
+void bind_moe(py::module_& m);
 
 }  // namespace conflux_py

@@ -162,4 +162,5 @@ PYBIND11_MODULE(_conflux, m) {
       });
   bind_collectives(comm);
   bind_raw_calls(comm);
+  bind_moe(m);
 }

@@ -1,0 +1,268 @@
+// conflux.MoE's C++ half: a cfxMoe and its handles over buffer-protocol
+// objects. Every buffer's element size and length is checked against the
+// layer's configuration before the library sees a pointer, so a wrong array
+// raises conflux.Error instead of reading or writing past its end. The
+// Python half (conflux/moe.py) takes numpy arrays and torch tensors and adds
+// the autograd functions.
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "bindings.h"
+#include "buffers.h"
+#include "errors.h"
+
+namespace conflux_py {
+namespace {
+
+// Owns the cfxMoe; handles share it, so it is destroyed after the last one.
+struct MoeBox {
+  CommPtr comm;
+  cfxMoe_t moe = nullptr;
+  cfxMoeConfig_t cfg{};
+  size_t elem = 0;
+  std::vector<int> local;
+  MoeBox() = default;
+  MoeBox(const MoeBox&) = delete;
+  MoeBox& operator=(const MoeBox&) = delete;
+  ~MoeBox() {
+    if (moe != nullptr) cfxMoeDestroy(moe);
+  }
+  cfxComm_t comm_or_throw() const {
+    if (comm->comm == nullptr) throw CfxError(cfxInvalidUsage, "MoE: its communicator was destroyed");
+    return comm->comm;
+  }
+};
+using MoePtr = std::shared_ptr<MoeBox>;
+
+// One dispatch's routing, kept for its combine, backward and replays.
+class MoeHandle {
+ public:
+  MoeHandle(MoePtr moe, cfxMoeHandle_t h, size_t ntokens, std::vector<size_t> per_expert)
+      : moe_(std::move(moe)), h_(h), ntokens_(ntokens), per_expert_(std::move(per_expert)) {
+    void* rows = nullptr;
+    check(cfxMoeExpertTokens(h_, &rows, &rows_), moe_->comm->comm, "cfxMoeExpertTokens");
+  }
+  MoeHandle(const MoeHandle&) = delete;
+  MoeHandle& operator=(const MoeHandle&) = delete;
+  ~MoeHandle() { free(); }
+  void free() {
+    if (h_ != nullptr) cfxMoeHandleFree(h_);
+    h_ = nullptr;
+  }
+  cfxMoeHandle_t get() const {
+    if (h_ == nullptr) throw CfxError(cfxInvalidUsage, "MoE handle was freed");
+    return h_;
+  }
+  const MoePtr& moe() const { return moe_; }
+  size_t ntokens() const { return ntokens_; }
+  size_t rows() const { return rows_; }
+  const std::vector<size_t>& tokens_per_expert() const { return per_expert_; }
+
+  std::vector<size_t> block_offsets() const {
+    std::vector<size_t> off(per_expert_.size());
+    if (!off.empty()) check(cfxMoeBlockOffsets(get(), off.data()), nullptr, "cfxMoeBlockOffsets");
+    return off;
+  }
+  py::dict stats() const {
+    size_t wire = 0, received = 0, committed = 0;
+    check(cfxMoeStats(get(), &wire, &received, &committed), nullptr, "cfxMoeStats");
+    py::dict d;
+    d["wire_bytes"] = wire;
+    d["received_bytes"] = received;
+    d["committed_bytes"] = committed;
+    return d;
+  }
+  size_t dropped() const {
+    size_t n = 0;
+    check(cfxMoeDropped(get(), &n), nullptr, "cfxMoeDropped");
+    return n;
+  }
+  // The rows dispatch delivered, copied into `out` (rows x hidden elements).
+  void copy_rows(py::handle out) const {
+    py::buffer_info info = acquire(out, true, "out");
+    BufferView v = describe(info, moe_->cfg.datatype, "out");
+    expect_count(v, rows_ * moe_->cfg.hidden, "out", "rows x hidden");
+    void* rows = nullptr;
+    size_t n = 0;
+    check(cfxMoeExpertTokens(get(), &rows, &n), nullptr, "cfxMoeExpertTokens");
+    if (n > 0) std::memcpy(v.ptr, rows, n * moe_->cfg.hidden * moe_->elem);
+  }
+
+  static void expect_count(const BufferView& v, size_t want, const char* what, const char* shape) {
+    if (v.count != want)
+      invalid_argument(std::string(what) + " has " + std::to_string(v.count) + " elements, expected " +
+                       std::to_string(want) + " (" + shape + ")");
+  }
+
+ private:
+  MoePtr moe_;
+  cfxMoeHandle_t h_ = nullptr;
+  size_t ntokens_ = 0, rows_ = 0;
+  std::vector<size_t> per_expert_;
+};
+
+BufferView view_of(py::buffer_info& info, std::optional<cfxDataType_t> t, const char* what) {
+  return describe(info, t, what);
+}
+
+MoePtr create(PyComm& comm, int num_experts, int top_k, size_t hidden, cfxDataType_t dtype,
+              size_t max_tokens_per_rank, std::optional<std::vector<int>> expert_to_rank, double capacity_factor,
+              size_t expert_alignment, double timeout_s) {
+  auto box = std::make_shared<MoeBox>();
+  box->comm = comm.handle();
+  cfxComm_t c = box->comm_or_throw();
+  if (expert_to_rank && static_cast<int>(expert_to_rank->size()) != num_experts)
+    invalid_argument("MoE: expert_to_rank has " + std::to_string(expert_to_rank->size()) + " entries for " +
+                     std::to_string(num_experts) + " experts");
+  std::vector<int> placement = expert_to_rank.value_or(std::vector<int>{});
+  box->cfg.size = sizeof box->cfg;
+  box->cfg.num_experts = num_experts;
+  box->cfg.top_k = top_k;
+  box->cfg.hidden = hidden;
+  box->cfg.datatype = dtype;
+  box->cfg.max_tokens_per_rank = max_tokens_per_rank;
+  box->cfg.expert_to_rank = placement.empty() ? nullptr : placement.data();
+  box->cfg.capacity_factor = capacity_factor;
+  box->cfg.expert_alignment = expert_alignment;
+  box->cfg.timeout_ms = static_cast<int64_t>(timeout_s * 1000.0);
+  box->elem = cfxTypeSize(dtype);
+  cfxResult_t rc;
+  {
+    py::gil_scoped_release nogil;  // collective: waits for every rank
+    rc = cfxMoeCreate(&box->moe, &box->cfg, c);
+  }
+  box->cfg.expert_to_rank = nullptr;  // the library keeps its own copy
+  check(rc, c, "cfxMoeCreate");
+  box->local.resize(static_cast<size_t>(num_experts));
+  int count = 0;
+  check(cfxMoeLocalExperts(box->moe, box->local.data(), &count), c, "cfxMoeLocalExperts");
+  box->local.resize(static_cast<size_t>(count));
+  return box;
+}
+
+std::unique_ptr<MoeHandle> dispatch(const MoePtr& m, py::handle tokens, size_t ntokens, py::handle topk_idx,
+                                    py::handle topk_weights) {
+  cfxComm_t c = m->comm_or_throw();
+  const size_t k = static_cast<size_t>(m->cfg.top_k);
+  py::buffer_info ti = acquire(tokens, false, "tokens"), ii = acquire(topk_idx, false, "topk_idx");
+  BufferView tv = view_of(ti, m->cfg.datatype, "tokens"), iv = view_of(ii, std::nullopt, "topk_idx");
+  MoeHandle::expect_count(tv, ntokens * m->cfg.hidden, "tokens", "ntokens x hidden");
+  if (iv.dtype != cfxInt32) invalid_argument("topk_idx must hold int32 expert ids");
+  MoeHandle::expect_count(iv, ntokens * k, "topk_idx", "ntokens x top_k");
+  std::optional<py::buffer_info> wi;
+  const float* weights = nullptr;
+  if (!topk_weights.is_none()) {
+    wi.emplace(acquire(topk_weights, false, "topk_weights"));
+    BufferView wv = view_of(*wi, std::nullopt, "topk_weights");
+    if (wv.dtype != cfxFloat32) invalid_argument("topk_weights must be float32");
+    MoeHandle::expect_count(wv, ntokens * k, "topk_weights", "ntokens x top_k");
+    weights = static_cast<const float*>(wv.ptr);
+  }
+  std::vector<size_t> per_expert(m->local.size());
+  cfxMoeHandle_t h = nullptr;
+  cfxResult_t rc;
+  {
+    py::gil_scoped_release nogil;
+    rc = cfxMoeDispatch(m->moe, tv.ptr, ntokens, static_cast<const int32_t*>(iv.ptr), weights, nullptr, 0,
+                        per_expert.data(), &h);
+  }
+  check(rc, c, "cfxMoeDispatch");
+  return std::make_unique<MoeHandle>(m, h, ntokens, std::move(per_expert));
+}
+
+// Each collective of the handle: checks the handle belongs to this layer and
+// the buffers' lengths, then runs without the GIL.
+void combine(const MoePtr& m, const MoeHandle& h, py::handle expert_out, py::handle out, py::handle weights,
+             bool ones) {
+  if (h.moe() != m) invalid_argument("MoE handle comes from another MoE layer");
+  cfxComm_t c = m->comm_or_throw();
+  py::buffer_info ei = acquire(expert_out, false, "expert_out"), oi = acquire(out, true, "out");
+  BufferView ev = view_of(ei, m->cfg.datatype, "expert_out"), ov = view_of(oi, m->cfg.datatype, "out");
+  MoeHandle::expect_count(ev, h.rows() * m->cfg.hidden, "expert_out", "rows x hidden");
+  MoeHandle::expect_count(ov, h.ntokens() * m->cfg.hidden, "out", "ntokens x hidden");
+  std::optional<py::buffer_info> wi;
+  const float* w = nullptr;
+  if (!weights.is_none()) {
+    wi.emplace(acquire(weights, false, "weights"));
+    BufferView wv = view_of(*wi, std::nullopt, "weights");
+    if (wv.dtype != cfxFloat32) invalid_argument("weights must be float32");
+    MoeHandle::expect_count(wv, h.ntokens() * static_cast<size_t>(m->cfg.top_k), "weights", "ntokens x top_k");
+    w = static_cast<const float*>(wv.ptr);
+  }
+  cfxMoeHandle_t hh = h.get();
+  cfxResult_t rc;
+  {
+    py::gil_scoped_release nogil;
+    rc = (w == nullptr && !ones) ? cfxMoeCombine(m->moe, hh, ev.ptr, ov.ptr)
+                                 : cfxMoeCombineWeighted(m->moe, hh, ev.ptr, w, ov.ptr);
+  }
+  check(rc, c, "cfxMoeCombine");
+}
+
+void replay(const MoePtr& m, const MoeHandle& h, py::handle tokens, py::handle out, bool scale) {
+  if (h.moe() != m) invalid_argument("MoE handle comes from another MoE layer");
+  cfxComm_t c = m->comm_or_throw();
+  py::buffer_info ti = acquire(tokens, false, "tokens"), oi = acquire(out, true, "out");
+  BufferView tv = view_of(ti, m->cfg.datatype, "tokens"), ov = view_of(oi, m->cfg.datatype, "out");
+  MoeHandle::expect_count(tv, h.ntokens() * m->cfg.hidden, "tokens", "ntokens x hidden");
+  MoeHandle::expect_count(ov, h.rows() * m->cfg.hidden, "out", "rows x hidden");
+  cfxMoeHandle_t hh = h.get();
+  cfxResult_t rc;
+  {
+    py::gil_scoped_release nogil;
+    rc = cfxMoeDispatchReplay(m->moe, hh, tv.ptr, ov.ptr, scale ? 1 : 0);
+  }
+  check(rc, c, "cfxMoeDispatchReplay");
+}
+
+void gather_rows(const MoePtr& m, const MoeHandle& h, py::handle expert_out, py::handle out) {
+  if (h.moe() != m) invalid_argument("MoE handle comes from another MoE layer");
+  cfxComm_t c = m->comm_or_throw();
+  py::buffer_info ei = acquire(expert_out, false, "expert_out"), oi = acquire(out, true, "out");
+  BufferView ev = view_of(ei, m->cfg.datatype, "expert_out"), ov = view_of(oi, m->cfg.datatype, "out");
+  MoeHandle::expect_count(ev, h.rows() * m->cfg.hidden, "expert_out", "rows x hidden");
+  MoeHandle::expect_count(ov, h.ntokens() * static_cast<size_t>(m->cfg.top_k) * m->cfg.hidden, "out",
+                          "ntokens x top_k x hidden");
+  cfxMoeHandle_t hh = h.get();
+  cfxResult_t rc;
+  {
+    py::gil_scoped_release nogil;
+    rc = cfxMoeGatherRows(m->moe, hh, ev.ptr, ov.ptr);
+  }
+  check(rc, c, "cfxMoeGatherRows");
+}
+
+}  // namespace
+
+void bind_moe(py::module_& m) {
+  py::class_<MoeHandle>(m, "_MoeHandle", "One dispatch's routing (conflux.MoE.dispatch returns it inside a Dispatched).")
+      .def_property_readonly("rows", &MoeHandle::rows, "Rows this rank's experts received (with alignment padding).")
+      .def_property_readonly("ntokens", &MoeHandle::ntokens, "Tokens this rank dispatched.")
+      .def_property_readonly("tokens_per_expert", &MoeHandle::tokens_per_expert,
+                             "Rows per local expert, in ascending expert id.")
+      .def("block_offsets", &MoeHandle::block_offsets, "Where each local expert's block starts, in rows.")
+      .def("stats", &MoeHandle::stats, "Bytes sent, received and committed by this handle's calls.")
+      .def("dropped", &MoeHandle::dropped, "Token-expert pairs the capacity policy dropped.")
+      .def("copy_rows", &MoeHandle::copy_rows, "Copy the dispatched rows into out (rows x hidden).", py::arg("out"))
+      .def("free", &MoeHandle::free, "Release the routing now (also done when garbage collected).");
+
+  py::class_<MoeBox, MoePtr>(m, "_Moe", "A MoE layer's communication (use conflux.MoE).")
+      .def(py::init(&create), py::arg("comm"), py::arg("num_experts"), py::arg("top_k"), py::arg("hidden"),
+           py::arg("dtype"), py::arg("max_tokens_per_rank"), py::arg("expert_to_rank") = py::none(),
+           py::arg("capacity_factor") = 0.0, py::arg("expert_alignment") = 0, py::arg("timeout") = 0.0)
+      .def_property_readonly("local_experts", [](const MoeBox& b) { return b.local; },
+                             "This rank's experts, ascending.")
+      .def("dispatch", &dispatch, py::arg("tokens"), py::arg("ntokens"), py::arg("topk_idx"),
+           py::arg("topk_weights") = py::none())
+      .def("combine", &combine, py::arg("handle"), py::arg("expert_out"), py::arg("out"),
+           py::arg("weights") = py::none(), py::arg("ones") = false)
+      .def("dispatch_replay", &replay, py::arg("handle"), py::arg("tokens"), py::arg("out"),
+           py::arg("scale_by_weights") = false)
+      .def("gather_rows", &gather_rows, py::arg("handle"), py::arg("expert_out"), py::arg("out"));
+}
+
+}  // namespace conflux_py
