@@ -109,6 +109,17 @@ BufferView view_of(py::buffer_info& info, std::optional<cfxDataType_t> t, const 
   return describe(info, t, what);
 }
 
+// Optional float32 weights of `count` elements (ntokens x top_k): nullptr
+// for None; the buffer stays exported in *keep while the call runs.
+const float* float_weights(py::handle obj, size_t count, const char* what, std::optional<py::buffer_info>* keep) {
+  if (obj.is_none()) return nullptr;
+  keep->emplace(acquire(obj, false, what));
+  BufferView v = view_of(**keep, std::nullopt, what);
+  if (v.dtype != cfxFloat32) invalid_argument(std::string(what) + " must be float32");
+  MoeHandle::expect_count(v, count, what, "ntokens x top_k");
+  return static_cast<const float*>(v.ptr);
+}
+
 MoePtr create(PyComm& comm, int num_experts, int top_k, size_t hidden, cfxDataType_t dtype,
               size_t max_tokens_per_rank, std::optional<std::vector<int>> expert_to_rank, double capacity_factor,
               size_t expert_alignment, double timeout_s) {
@@ -154,14 +165,7 @@ std::unique_ptr<MoeHandle> dispatch(const MoePtr& m, py::handle tokens, size_t n
   if (iv.dtype != cfxInt32) invalid_argument("topk_idx must hold int32 expert ids");
   MoeHandle::expect_count(iv, ntokens * k, "topk_idx", "ntokens x top_k");
   std::optional<py::buffer_info> wi;
-  const float* weights = nullptr;
-  if (!topk_weights.is_none()) {
-    wi.emplace(acquire(topk_weights, false, "topk_weights"));
-    BufferView wv = view_of(*wi, std::nullopt, "topk_weights");
-    if (wv.dtype != cfxFloat32) invalid_argument("topk_weights must be float32");
-    MoeHandle::expect_count(wv, ntokens * k, "topk_weights", "ntokens x top_k");
-    weights = static_cast<const float*>(wv.ptr);
-  }
+  const float* weights = float_weights(topk_weights, ntokens * k, "topk_weights", &wi);
   std::vector<size_t> per_expert(m->local.size());
   cfxMoeHandle_t h = nullptr;
   cfxResult_t rc;
@@ -185,14 +189,7 @@ void combine(const MoePtr& m, const MoeHandle& h, py::handle expert_out, py::han
   MoeHandle::expect_count(ev, h.rows() * m->cfg.hidden, "expert_out", "rows x hidden");
   MoeHandle::expect_count(ov, h.ntokens() * m->cfg.hidden, "out", "ntokens x hidden");
   std::optional<py::buffer_info> wi;
-  const float* w = nullptr;
-  if (!weights.is_none()) {
-    wi.emplace(acquire(weights, false, "weights"));
-    BufferView wv = view_of(*wi, std::nullopt, "weights");
-    if (wv.dtype != cfxFloat32) invalid_argument("weights must be float32");
-    MoeHandle::expect_count(wv, h.ntokens() * static_cast<size_t>(m->cfg.top_k), "weights", "ntokens x top_k");
-    w = static_cast<const float*>(wv.ptr);
-  }
+  const float* w = float_weights(weights, h.ntokens() * static_cast<size_t>(m->cfg.top_k), "weights", &wi);
   cfxMoeHandle_t hh = h.get();
   cfxResult_t rc;
   {
