@@ -38,6 +38,7 @@ void accumulate_portable(float* acc, const uint8_t* row, float w, size_t hidden)
 
 template <cfxDataType_t T>
 void store_portable(uint8_t* out, const float* acc, size_t hidden) {
+  if (hidden == 0) return;  // acc may be null then, which memcpy does not allow
   if constexpr (T == cfxFloat32) {
     std::memcpy(out, acc, hidden * sizeof(float));
   } else {
@@ -86,7 +87,7 @@ CFX_MOE_AVX2 __m128i bf16_of(__m256 v) {
 template <cfxDataType_t T>
 CFX_MOE_AVX2 void store_avx2(uint8_t* out, const float* acc, size_t hidden) {
   if constexpr (T == cfxFloat32) {
-    std::memcpy(out, acc, hidden * sizeof(float));
+    store_portable<T>(out, acc, hidden);
   } else {
     size_t i = 0;
     for (; i + 8 <= hidden; i += 8) {

@@ -49,7 +49,9 @@ TEST_P(MoeRows, AccumulateMatchesThePortableLoopBitForBit) {
       moe_accumulate_for(t)(a.data(), row.data(), w, hidden);
       moe_accumulate_portable(t)(b.data(), row.data(), w, hidden);
     }
-    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), hidden * sizeof(float))) << "hidden " << hidden;
+    if (hidden > 0) {  // floats compared as bits: NaN == NaN here
+      ASSERT_EQ(0, std::memcmp(a.data(), b.data(), hidden * sizeof(float))) << "hidden " << hidden;
+    }
   }
 }
 
