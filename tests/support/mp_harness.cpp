@@ -69,26 +69,54 @@ class ScopedEnv {
 std::vector<RankResult> run_ranks(int n, const RankBody& body, const RunOptions& options) {
   std::vector<RankResult> results(n);
   ScopedEnv env(options.env);
-  if (cfxGetUniqueId(&g_id) != cfxSuccess) {
-    for (int r = 0; r < n; ++r) results[r] = {r, 1, std::string("cfxGetUniqueId failed: ") + cfxGetLastError(nullptr)};
-    return results;
-  }
-  if (options.id_out != nullptr) *options.id_out = g_id;
+  // The ranks are forked before cfxGetUniqueId starts the rendezvous
+  // thread, and wait for the id on a pipe: a child forked while another
+  // thread holds an allocator lock inherits it locked (ASan's allocator
+  // takes no fork handlers), and its next allocation would wait forever.
   std::vector<pid_t> pids(n);
-  std::vector<int> fds(n);
+  std::vector<int> fds(n), id_fds(n);
   std::fflush(nullptr);
   for (int r = 0; r < n; ++r) {
-    int p[2];
-    if (pipe(p) != 0) std::abort();
+    int p[2], q[2];
+    if (pipe(p) != 0 || pipe(q) != 0) std::abort();
     pid_t pid = fork();
     if (pid == 0) {
       close(p[0]);
+      close(q[1]);
+      for (int k = 0; k < r; ++k) close(id_fds[k]);  // the earlier ranks' id pipes
+      size_t got = 0;
+      while (got < sizeof g_id) {
+        ssize_t k = read(q[0], reinterpret_cast<char*>(&g_id) + got, sizeof g_id - got);
+        if (k <= 0) _exit(3);  // the parent could not make an id (it reports why)
+        got += static_cast<size_t>(k);
+      }
+      close(q[0]);
       child_main(r, n, body, options, p[1]);
     }
     close(p[1]);
+    close(q[0]);
     pids[r] = pid;
     fds[r] = p[0];
+    id_fds[r] = q[1];
     results[r].rank = r;
+  }
+  const bool have_id = cfxGetUniqueId(&g_id) == cfxSuccess;
+  const std::string id_error = have_id ? "" : std::string("cfxGetUniqueId failed: ") + cfxGetLastError(nullptr);
+  if (have_id && options.id_out != nullptr) *options.id_out = g_id;
+  for (int r = 0; r < n; ++r) {
+    if (have_id) {
+      ssize_t w = write(id_fds[r], &g_id, sizeof g_id);
+      (void)w;  // a child that died early is reported by its exit status
+    }
+    close(id_fds[r]);
+  }
+  if (!have_id) {
+    for (int r = 0; r < n; ++r) {
+      waitpid(pids[r], nullptr, 0);
+      close(fds[r]);
+      results[r] = {r, 1, id_error};
+    }
+    return results;
   }
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.timeout_s);
   int alive = n;
