@@ -44,10 +44,13 @@ void cfxComm::worker_loop() {
     }
     async_outstanding_.fetch_sub(1, std::memory_order_acq_rel);
     {
+      // Notified under the lock: a waiter that sees done may free the
+      // request at once (cfxRequestFree, or a blocking call queued behind
+      // nonblocking ones), and it can only see done after this unlocks.
       std::lock_guard rl(req->mutex);
       req->status = st;
       req->done = true;
+      req->cv.notify_all();
     }
-    req->cv.notify_all();
   }
 }
