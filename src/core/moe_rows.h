@@ -14,13 +14,11 @@ using MoeAccumulateFn = void (*)(float* acc, const uint8_t* row, float w, size_t
 // out[i] = acc[i] rounded to nearest even in the datatype.
 using MoeStoreFn = void (*)(uint8_t* out, const float* acc, size_t hidden);
 
-// The fastest kernels this CPU runs (AVX2+FMA where present); every choice
-// gives the same bits as the portable loops.
+// The fastest accumulation this CPU runs (AVX2+FMA where present), with the
+// portable loop's bits, and that loop itself (tests compare the two).
 MoeAccumulateFn moe_accumulate_for(cfxDataType_t t);
-MoeStoreFn moe_store_for(cfxDataType_t t);
-
-// The portable loops (tests compare the two).
 MoeAccumulateFn moe_accumulate_portable(cfxDataType_t t);
-MoeStoreFn moe_store_portable(cfxDataType_t t);
+// The store: half.h's bulk conversions (float_to_bf16_n, float_to_half_n).
+MoeStoreFn moe_store_for(cfxDataType_t t);
 
 }  // namespace conflux
