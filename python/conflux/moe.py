@@ -20,6 +20,8 @@ The counts travel with the tokens inside each call: no rank needs to know
 what it will receive, and receive memory is sized to what arrives.
 """
 
+import types
+
 from . import _conflux
 
 _DTYPES = {"float32": _conflux.FLOAT32, "bfloat16": _conflux.BFLOAT16, "float16": _conflux.FLOAT16}
@@ -261,9 +263,5 @@ def _autograd():
                 grad_weights = (rows.float() * g.float().unsqueeze(1)).sum(-1).reshape(ctx.weights_shape)
             return grad_expert, grad_weights, None, None
 
-    class _Fns:
-        pass
-
-    _Fns.Dispatch, _Fns.Combine = Dispatch, Combine
-    _AUTOGRAD = _Fns
+    _AUTOGRAD = types.SimpleNamespace(Dispatch=Dispatch, Combine=Combine)
     return _AUTOGRAD

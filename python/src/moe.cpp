@@ -38,6 +38,26 @@ struct MoeBox {
 };
 using MoePtr = std::shared_ptr<MoeBox>;
 
+void expect_count(const BufferView& v, size_t want, const char* what, const char* shape) {
+  if (v.count != want)
+    invalid_argument(std::string(what) + " has " + std::to_string(v.count) + " elements, expected " +
+                     std::to_string(want) + " (" + shape + ")");
+}
+
+// A buffer exported for the length of a call: C-contiguous, of the given
+// element type (or the type its format names), `count` elements.
+struct Checked {
+  py::buffer_info info;
+  BufferView view;
+};
+Checked checked(py::handle obj, bool writable, std::optional<cfxDataType_t> type, const char* what, size_t count,
+                const char* shape) {
+  Checked c{acquire(obj, writable, what), {}};
+  c.view = describe(c.info, type, what);
+  expect_count(c.view, count, what, shape);
+  return c;
+}
+
 // One dispatch's routing, kept for its combine, backward and replays.
 class MoeHandle {
  public:
@@ -83,19 +103,11 @@ class MoeHandle {
   }
   // The rows dispatch delivered, copied into `out` (rows x hidden elements).
   void copy_rows(py::handle out) const {
-    py::buffer_info info = acquire(out, true, "out");
-    BufferView v = describe(info, moe_->cfg.datatype, "out");
-    expect_count(v, rows_ * moe_->cfg.hidden, "out", "rows x hidden");
+    Checked o = checked(out, true, moe_->cfg.datatype, "out", rows_ * moe_->cfg.hidden, "rows x hidden");
     void* rows = nullptr;
     size_t n = 0;
     check(cfxMoeExpertTokens(get(), &rows, &n), nullptr, "cfxMoeExpertTokens");
-    if (n > 0) std::memcpy(v.ptr, rows, n * moe_->cfg.hidden * moe_->elem);
-  }
-
-  static void expect_count(const BufferView& v, size_t want, const char* what, const char* shape) {
-    if (v.count != want)
-      invalid_argument(std::string(what) + " has " + std::to_string(v.count) + " elements, expected " +
-                       std::to_string(want) + " (" + shape + ")");
+    if (n > 0) std::memcpy(o.view.ptr, rows, n * moe_->cfg.hidden * moe_->elem);
   }
 
  private:
@@ -105,18 +117,14 @@ class MoeHandle {
   std::vector<size_t> per_expert_;
 };
 
-BufferView view_of(py::buffer_info& info, std::optional<cfxDataType_t> t, const char* what) {
-  return describe(info, t, what);
-}
-
 // Optional float32 weights of `count` elements (ntokens x top_k): nullptr
 // for None; the buffer stays exported in *keep while the call runs.
 const float* float_weights(py::handle obj, size_t count, const char* what, std::optional<py::buffer_info>* keep) {
   if (obj.is_none()) return nullptr;
   keep->emplace(acquire(obj, false, what));
-  BufferView v = view_of(**keep, std::nullopt, what);
+  BufferView v = describe(**keep, std::nullopt, what);
   if (v.dtype != cfxFloat32) invalid_argument(std::string(what) + " must be float32");
-  MoeHandle::expect_count(v, count, what, "ntokens x top_k");
+  expect_count(v, count, what, "ntokens x top_k");
   return static_cast<const float*>(v.ptr);
 }
 
@@ -159,11 +167,11 @@ std::unique_ptr<MoeHandle> dispatch(const MoePtr& m, py::handle tokens, size_t n
                                     py::handle topk_weights) {
   cfxComm_t c = m->comm_or_throw();
   const size_t k = static_cast<size_t>(m->cfg.top_k);
-  py::buffer_info ti = acquire(tokens, false, "tokens"), ii = acquire(topk_idx, false, "topk_idx");
-  BufferView tv = view_of(ti, m->cfg.datatype, "tokens"), iv = view_of(ii, std::nullopt, "topk_idx");
-  MoeHandle::expect_count(tv, ntokens * m->cfg.hidden, "tokens", "ntokens x hidden");
+  Checked t = checked(tokens, false, m->cfg.datatype, "tokens", ntokens * m->cfg.hidden, "ntokens x hidden");
+  py::buffer_info ii = acquire(topk_idx, false, "topk_idx");
+  BufferView iv = describe(ii, std::nullopt, "topk_idx");
   if (iv.dtype != cfxInt32) invalid_argument("topk_idx must hold int32 expert ids");
-  MoeHandle::expect_count(iv, ntokens * k, "topk_idx", "ntokens x top_k");
+  expect_count(iv, ntokens * k, "topk_idx", "ntokens x top_k");
   std::optional<py::buffer_info> wi;
   const float* weights = float_weights(topk_weights, ntokens * k, "topk_weights", &wi);
   std::vector<size_t> per_expert(m->local.size());
@@ -171,64 +179,63 @@ std::unique_ptr<MoeHandle> dispatch(const MoePtr& m, py::handle tokens, size_t n
   cfxResult_t rc;
   {
     py::gil_scoped_release nogil;
-    rc = cfxMoeDispatch(m->moe, tv.ptr, ntokens, static_cast<const int32_t*>(iv.ptr), weights, nullptr, 0,
+    rc = cfxMoeDispatch(m->moe, t.view.ptr, ntokens, static_cast<const int32_t*>(iv.ptr), weights, nullptr, 0,
                         per_expert.data(), &h);
   }
   check(rc, c, "cfxMoeDispatch");
   return std::make_unique<MoeHandle>(m, h, ntokens, std::move(per_expert));
 }
 
-// Each collective of the handle: checks the handle belongs to this layer and
-// the buffers' lengths, then runs without the GIL.
+// The communicator a call on handle h runs on, once h is known to be this layer's.
+cfxComm_t layer_comm(const MoePtr& m, const MoeHandle& h) {
+  if (h.moe() != m) invalid_argument("MoE handle comes from another MoE layer");
+  return m->comm_or_throw();
+}
+
+// Each collective of the handle checks the handle and the buffers' lengths,
+// then runs without the GIL.
 void combine(const MoePtr& m, const MoeHandle& h, py::handle expert_out, py::handle out, py::handle weights,
              bool ones) {
-  if (h.moe() != m) invalid_argument("MoE handle comes from another MoE layer");
-  cfxComm_t c = m->comm_or_throw();
-  py::buffer_info ei = acquire(expert_out, false, "expert_out"), oi = acquire(out, true, "out");
-  BufferView ev = view_of(ei, m->cfg.datatype, "expert_out"), ov = view_of(oi, m->cfg.datatype, "out");
-  MoeHandle::expect_count(ev, h.rows() * m->cfg.hidden, "expert_out", "rows x hidden");
-  MoeHandle::expect_count(ov, h.ntokens() * m->cfg.hidden, "out", "ntokens x hidden");
+  cfxComm_t c = layer_comm(m, h);
+  const size_t hidden = m->cfg.hidden;
+  Checked e = checked(expert_out, false, m->cfg.datatype, "expert_out", h.rows() * hidden, "rows x hidden");
+  Checked o = checked(out, true, m->cfg.datatype, "out", h.ntokens() * hidden, "ntokens x hidden");
   std::optional<py::buffer_info> wi;
   const float* w = float_weights(weights, h.ntokens() * static_cast<size_t>(m->cfg.top_k), "weights", &wi);
   cfxMoeHandle_t hh = h.get();
   cfxResult_t rc;
   {
     py::gil_scoped_release nogil;
-    rc = (w == nullptr && !ones) ? cfxMoeCombine(m->moe, hh, ev.ptr, ov.ptr)
-                                 : cfxMoeCombineWeighted(m->moe, hh, ev.ptr, w, ov.ptr);
+    rc = (w == nullptr && !ones) ? cfxMoeCombine(m->moe, hh, e.view.ptr, o.view.ptr)
+                                 : cfxMoeCombineWeighted(m->moe, hh, e.view.ptr, w, o.view.ptr);
   }
   check(rc, c, "cfxMoeCombine");
 }
 
 void replay(const MoePtr& m, const MoeHandle& h, py::handle tokens, py::handle out, bool scale) {
-  if (h.moe() != m) invalid_argument("MoE handle comes from another MoE layer");
-  cfxComm_t c = m->comm_or_throw();
-  py::buffer_info ti = acquire(tokens, false, "tokens"), oi = acquire(out, true, "out");
-  BufferView tv = view_of(ti, m->cfg.datatype, "tokens"), ov = view_of(oi, m->cfg.datatype, "out");
-  MoeHandle::expect_count(tv, h.ntokens() * m->cfg.hidden, "tokens", "ntokens x hidden");
-  MoeHandle::expect_count(ov, h.rows() * m->cfg.hidden, "out", "rows x hidden");
+  cfxComm_t c = layer_comm(m, h);
+  const size_t hidden = m->cfg.hidden;
+  Checked t = checked(tokens, false, m->cfg.datatype, "tokens", h.ntokens() * hidden, "ntokens x hidden");
+  Checked o = checked(out, true, m->cfg.datatype, "out", h.rows() * hidden, "rows x hidden");
   cfxMoeHandle_t hh = h.get();
   cfxResult_t rc;
   {
     py::gil_scoped_release nogil;
-    rc = cfxMoeDispatchReplay(m->moe, hh, tv.ptr, ov.ptr, scale ? 1 : 0);
+    rc = cfxMoeDispatchReplay(m->moe, hh, t.view.ptr, o.view.ptr, scale ? 1 : 0);
   }
   check(rc, c, "cfxMoeDispatchReplay");
 }
 
 void gather_rows(const MoePtr& m, const MoeHandle& h, py::handle expert_out, py::handle out) {
-  if (h.moe() != m) invalid_argument("MoE handle comes from another MoE layer");
-  cfxComm_t c = m->comm_or_throw();
-  py::buffer_info ei = acquire(expert_out, false, "expert_out"), oi = acquire(out, true, "out");
-  BufferView ev = view_of(ei, m->cfg.datatype, "expert_out"), ov = view_of(oi, m->cfg.datatype, "out");
-  MoeHandle::expect_count(ev, h.rows() * m->cfg.hidden, "expert_out", "rows x hidden");
-  MoeHandle::expect_count(ov, h.ntokens() * static_cast<size_t>(m->cfg.top_k) * m->cfg.hidden, "out",
-                          "ntokens x top_k x hidden");
+  cfxComm_t c = layer_comm(m, h);
+  const size_t hidden = m->cfg.hidden, k = static_cast<size_t>(m->cfg.top_k);
+  Checked e = checked(expert_out, false, m->cfg.datatype, "expert_out", h.rows() * hidden, "rows x hidden");
+  Checked o = checked(out, true, m->cfg.datatype, "out", h.ntokens() * k * hidden, "ntokens x top_k x hidden");
   cfxMoeHandle_t hh = h.get();
   cfxResult_t rc;
   {
     py::gil_scoped_release nogil;
-    rc = cfxMoeGatherRows(m->moe, hh, ev.ptr, ov.ptr);
+    rc = cfxMoeGatherRows(m->moe, hh, e.view.ptr, o.view.ptr);
   }
   check(rc, c, "cfxMoeGatherRows");
 }
