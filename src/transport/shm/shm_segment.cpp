@@ -42,6 +42,18 @@ size_t rings_end(const ShmSegment::Layout& l) {
 
 size_t staging_begin(const ShmSegment::Layout& l) { return (rings_end(l) + kStagingAlign - 1) / kStagingAlign * kStagingAlign; }
 
+// Segments are mapped with their pages in place (MAP_POPULATE), up to this
+// size. A slot's first use otherwise takes a page fault on the writer's and
+// on the reader's side (and the zeroing of a fresh page): the first 16
+// messages on each ring pay it, which a short benchmark (nccl-tests' 20
+// iterations) sees as calls several times slower than the steady state
+// (a 4-rank 64 KiB AllGather: 121 us over 20 calls, 14 us over 400). Larger
+// segments (many channels) keep faulting pages in on first use, so memory
+// no call touches is not committed.
+constexpr size_t kPopulateUpTo = size_t{64} << 20;
+
+int populate_flag(size_t bytes) { return bytes <= kPopulateUpTo ? MAP_POPULATE : 0; }
+
 }  // namespace
 
 size_t ShmSegment::Layout::total_bytes() const {
@@ -72,22 +84,6 @@ void ShmSegment::unlink() {
   if (owner_ && !name_.empty()) shm_unlink(name_.c_str());
   owner_ = false;
 }
-
-namespace {
-
-// Segments are mapped with their pages in place (MAP_POPULATE), up to this
-// size. A slot's first use otherwise takes a page fault on the writer's and
-// on the reader's side (and the zeroing of a fresh page): the first 16
-// messages on each ring pay it, which a short benchmark (nccl-tests' 20
-// iterations) sees as calls several times slower than the steady state
-// (a 4-rank 64 KiB AllGather: 121 us over 20 calls, 14 us over 400). Larger
-// segments (many channels) keep faulting pages in on first use, so memory
-// no call touches is not committed.
-constexpr size_t kPopulateUpTo = size_t{64} << 20;
-
-int populate_flag(size_t bytes) { return bytes <= kPopulateUpTo ? MAP_POPULATE : 0; }
-
-}  // namespace
 
 Result<ShmSegment> ShmSegment::create(const std::string& name, const Layout& layout) {
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
