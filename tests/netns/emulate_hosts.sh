@@ -6,7 +6,8 @@
 # shared memory inside a host, TCP between hosts. Traffic only ever goes to
 # addresses inside these namespaces.
 #
-# Source it, then:   cfx_hosts_up H [rate]      (rate e.g. 1gbit caps each host link with tbf)
+# Source it, then:   cfx_hosts_up H [rate]      (rate e.g. 1gbit: cfx_shape H rate)
+#                    cfx_shape H RATE [tbf|htb] (every host link carries at most RATE each way)
 #                    cfx_add_network H SUBNET IF (a second network: interface IF on every
 #                                                host, SUBNET.<h+1>/24, its own bridge)
 #                    cfx_flow_cap H RATE        (caps every TCP flow leaving each host at RATE,
@@ -44,13 +45,54 @@ cfx_hosts_up() {
     ip -n "$ns" link set "cfxv${$}h${h}" name eth0
     ip -n "$ns" addr add "${CFX_SUBNET}.$((h + 1))/24" dev eth0
     ip -n "$ns" link set eth0 up
-    ip -n "$sw" link set "cfxp${$}h${h}" master br0
-    ip -n "$sw" link set "cfxp${$}h${h}" up
-    if [ -n "$rate" ]; then
-      # Cap what each host can send onto the wire (netem is not available here).
-      tc -n "$ns" qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 50ms
-    fi
+    # The switch port is named after its host, so later calls (cfx_shape)
+    # find it without knowing the shell that made it.
+    ip -n "$sw" link set "cfxp${$}h${h}" name "port$h"
+    ip -n "$sw" link set "port$h" master br0
+    ip -n "$sw" link set "port$h" up
   done
+  [ -z "$rate" ] || cfx_shape "$hosts" "$rate"
+}
+
+# A link of RATE in each direction: the host's eth0 shapes what it sends
+# (its uplink) and its switch port what it receives (the downlink), so many
+# senders into one host queue at the switch as they would on a real one.
+# netem is not in this kernel; tbf and htb are. Both are set up so that they
+# delay rather than drop what one TCP stream sends (a queue of 50 ms at the
+# rate); bench/line_rate measures the single-stream rate each one gives.
+cfx_shape() {
+  local hosts=$1 rate=$2 shaper=${3:-${CFX_SHAPER:-tbf}} h
+  for ((h = 0; h < hosts; h++)); do
+    _cfx_shape_dev "${CFX_NS_PREFIX}h$h" eth0 "$rate" "$shaper"
+    _cfx_shape_dev "${CFX_NS_PREFIX}sw" "port$h" "$rate" "$shaper"
+  done
+}
+
+_cfx_shape_dev() {
+  local ns=$1 dev=$2 rate=$3 shaper=$4
+  tc -n "$ns" qdisc del dev "$dev" root 2>/dev/null || true
+  case $shaper in
+    tbf) tc -n "$ns" qdisc add dev "$dev" root tbf rate "$rate" burst 256kb latency 50ms ;;
+    htb)
+      tc -n "$ns" qdisc add dev "$dev" root handle 1: htb default 1
+      tc -n "$ns" class add dev "$dev" parent 1: classid 1:1 htb rate "$rate" ceil "$rate" burst 256kb cburst 256kb quantum 60000
+      tc -n "$ns" qdisc add dev "$dev" parent 1:1 handle 10: bfifo limit "$(_cfx_queue_bytes "$rate")"
+      ;;
+    *) echo "cfx_shape: unknown shaper $shaper (tbf or htb)" >&2; return 2 ;;
+  esac
+}
+
+# 50 ms at RATE (e.g. 1gbit, 500mbit), in bytes.
+_cfx_queue_bytes() {
+  local r=$1 n unit
+  n=${r%%[a-zA-Z]*}
+  unit=${r#"$n"}
+  case $unit in
+    gbit) echo $((n * 1000000000 / 8 / 20)) ;;
+    mbit) echo $((n * 1000000 / 8 / 20)) ;;
+    kbit) echo $((n * 1000 / 8 / 20)) ;;
+    *) echo "cfx_shape: rate $r: use kbit, mbit or gbit" >&2; return 2 ;;
+  esac
 }
 
 # Per-flow caps without fq's maxrate (not in this kernel): an htb class per

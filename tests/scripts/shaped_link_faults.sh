@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Faults on shaped links (emulated hosts, 100 Mbit/s each way, 3 hosts x 1
+# rank, a 4 MiB AllReduce loop that keeps every link busy):
+#  1. a rank SIGKILLed mid-transfer: every survivor fails naming it;
+#  2. a host whose interface goes down mid-transfer: every rank fails within
+#     the heartbeat deadline, the survivors naming the silent rank;
+#  3. a host whose links are shaped to almost nothing: the operation deadline
+#     (CONFLUX_TIMEOUT) ends it on every rank, naming the call;
+# and after each, nothing the run started is left: no process in any
+# emulated host, and (on exit, even on failure) no namespace.
+set -euo pipefail
+tool=${CONFLUX_TOOL:?}
+if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
+  echo "SKIP: needs root and ip netns"; exit 0
+fi
+export CFX_NS_PREFIX=cfxf$$
+source "${CONFLUX_SOURCE_DIR:?}/tests/netns/emulate_hosts.sh"
+work=$(mktemp -d)
+cleanup() {
+  local h
+  for h in 0 1 2; do
+    for p in $(ip netns pids "${CFX_NS_PREFIX}h$h" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
+  done
+  cfx_hosts_down
+  rm -rf "$work"
+}
+trap cleanup EXIT
+hosts=3
+cfx_hosts_up $hosts 100mbit
+
+fail() { echo "FAIL: $*"; for f in "$work"/*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
+
+# Runs the AllReduce loop in the background, one log per rank; sets $pids.
+start_loop() {
+  local h
+  pids=()
+  for ((h = 0; h < hosts; h++)); do
+    # One rank per host: cfx_run_cluster's layout, launched by hand so each
+    # rank has its own log and pid.
+    ip netns exec "${CFX_NS_PREFIX}h$h" unshare -u env RANK=$h WORLD_SIZE=$hosts LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
+      CONFLUX_ROOT="${CFX_SUBNET}.1:$port" CONFLUX_JOB_ID="cfx-faults-$port" CONFLUX_SOCKET_IFNAME="=eth0" \
+      sh -c 'hostname "emuhost$1"; shift; exec "$@"' _ "$h" \
+      timeout 120 "$tool" perf allreduce -b 4M -e 4M -n 1000 -w 1 -c 0 >"$work/rank$h.log" 2>&1 &
+    pids+=($!)
+  done
+}
+
+# Waits for every rank (in this shell: a subshell cannot wait for them);
+# sets $took to the seconds since $1 (date +%s.%N).
+wait_all() {
+  local t0=$1 p rc
+  for p in "${pids[@]}"; do
+    rc=0
+    wait "$p" || rc=$?
+    [ "$rc" != 0 ] || fail "a rank finished 1000 calls: the fault did not happen"
+  done
+  took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+}
+
+no_leftovers() {
+  local h
+  for ((h = 0; h < hosts; h++)); do
+    [ -z "$(ip netns pids "${CFX_NS_PREFIX}h$h")" ] || fail "$1: processes left in emulated host $h"
+  done
+}
+
+# Waits until rank 0 is past init (its table header is out) and a second
+# into the loop, so the fault lands mid-transfer.
+wait_busy() {
+  local i
+  for ((i = 0; i < 600; i++)); do
+    grep -q "redop" "$work/rank0.log" 2>/dev/null && break
+    sleep 0.1
+  done
+  grep -q "redop" "$work/rank0.log" || fail "$1: rank 0 not past init after 60 s"
+  sleep 1
+  for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || fail "$1: a rank ended before the fault"; done
+}
+
+# 1. SIGKILL rank 1 (the conflux process inside host 1).
+port=$((20000 + RANDOM % 20000))
+start_loop
+wait_busy kill
+t0=$(date +%s.%N)
+for p in $(ip netns pids "${CFX_NS_PREFIX}h1"); do
+  [ "$(cat /proc/"$p"/comm 2>/dev/null)" = conflux ] && kill -9 "$p"
+done
+wait_all "$t0"
+for r in 0 2; do
+  grep -q "rank 1" "$work/rank$r.log" || fail "kill: rank $r did not name rank 1"
+done
+awk -v t="$took" 'BEGIN { exit !(t < 30) }' || fail "kill: survivors took $took s"
+no_leftovers kill
+echo "ok: SIGKILL of rank 1 mid-transfer named by ranks 0 and 2 in $took s"
+
+# 2. Host 2's interface goes down: its peers hear nothing, not even heartbeats.
+port=$((20000 + RANDOM % 20000))
+export CONFLUX_HEARTBEAT_TIMEOUT=3
+start_loop
+wait_busy "link down"
+t0=$(date +%s.%N)
+ip -n "${CFX_NS_PREFIX}h2" link set eth0 down
+wait_all "$t0"
+for r in 0 1; do
+  grep -q "rank 2" "$work/rank$r.log" || fail "link down: rank $r did not name rank 2"
+done
+awk -v t="$took" 'BEGIN { exit !(t < 40) }' || fail "link down: ranks took $took s"
+no_leftovers "link down"
+ip -n "${CFX_NS_PREFIX}h2" link set eth0 up
+unset CONFLUX_HEARTBEAT_TIMEOUT
+echo "ok: interface of host 2 down mid-transfer: every rank failed in $took s, ranks 0 and 1 naming rank 2"
+
+# 3. Host 1's links shaped to 8 kbit/s: bytes still trickle, so only the
+#    operation deadline can end the call.
+port=$((20000 + RANDOM % 20000))
+export CONFLUX_TIMEOUT=10
+start_loop
+wait_busy "stalled link"
+t0=$(date +%s.%N)
+_cfx_shape_dev "${CFX_NS_PREFIX}h1" eth0 8kbit tbf
+_cfx_shape_dev "${CFX_NS_PREFIX}sw" port1 8kbit tbf
+wait_all "$t0"
+for r in 0 1 2; do
+  grep -qiE "timed out|timeout|deadline|rank [0-9]" "$work/rank$r.log" || fail "stalled link: rank $r gave no reason"
+done
+grep -hE "rank [0-9]" "$work"/rank*.log | head -3
+awk -v t="$took" 'BEGIN { exit !(t < 60) }' || fail "stalled link: ranks took $took s"
+no_leftovers "stalled link"
+echo "ok: links of host 1 shaped to 8 kbit/s: every rank ended with a reason in $took s"
