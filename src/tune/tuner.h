@@ -17,6 +17,10 @@
 
 namespace conflux::tune {
 
+// Between hosts, ring wins over a model's best that is predicted at most this
+// much faster (see decide()).
+inline constexpr double kNetworkRingTieMargin = 0.15;
+
 struct Prediction {
   std::string algo;
   std::string why_not;  // non-empty: not usable (cannot serve, or excluded by CONFLUX_ALGO)

@@ -125,6 +125,38 @@ TEST(TunerTest, ExclusionIsHonoured) {
   }
 }
 
+// Between hosts ring takes every call the model puts within
+// kNetworkRingTieMargin of its best; on one host the model's best stands.
+TEST(TunerTest, BetweenHostsRingWinsWithinTheTieMargin) {
+  int ties = 0;
+  for (Coll c : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather})
+    for (size_t bytes : {size_t(4) << 10, size_t(1) << 20, size_t(16) << 20})
+      for (auto [hosts, rph] : {std::pair{4, 1}, std::pair{8, 1}, std::pair{1, 4}, std::pair{4, 2}}) {
+        auto d = decide(args(c, bytes), model(hosts, rph), AlgoFilter{});
+        ASSERT_TRUE(d.ok()) << d.status().message();
+        const Prediction* fastest = nullptr;
+        const Prediction* ring = nullptr;
+        for (const Prediction& p : d->predictions) {
+          if (!p.why_not.empty()) continue;
+          if (!fastest || p.sim.time_us < fastest->sim.time_us) fastest = &p;
+          if (p.algo == "ring") ring = &p;
+        }
+        ASSERT_NE(fastest, nullptr);
+        const bool tie = hosts > 1 && ring != nullptr && ring != fastest &&
+                         ring->sim.time_us <= fastest->sim.time_us * (1 + kNetworkRingTieMargin);
+        const std::string where = std::string(coll_name(c)) + " " + std::to_string(bytes) + " B on " +
+                                  std::to_string(hosts) + "x" + std::to_string(rph) + ": " + d->reason;
+        if (tie) {
+          ++ties;
+          EXPECT_EQ(d->chosen->name, "ring") << where;
+          EXPECT_NE(d->reason.find("within 15% of " + fastest->algo), std::string::npos) << where;
+        } else {
+          EXPECT_EQ(d->chosen->name, fastest->algo) << where;
+        }
+      }
+  EXPECT_GT(ties, 0) << "no case exercised the tie rule";
+}
+
 TEST(TunerTest, MemoisesPerSize) {
   Tuner t(model(2, 2), AlgoFilter{});
   auto a = t.choose(args(Coll::kAllGather, 4096));
