@@ -18,6 +18,7 @@ test_packages=(
   openmpi-bin libopenmpi-dev mpich libmpich-dev libgloo-dev python3-matplotlib
   python3-pip python3-setuptools python3-wheel python3-venv
   debootstrap  # scripts/in-debian13: the Debian 13 root with torch 2.x for the torch tests
+  iperf3       # bench/line_rate: one TCP stream's goodput, the reference on shaped links
 )
 if [ "${1:-}" = --list-build ]; then
   printf '%s\n' "${build_packages[@]}"
