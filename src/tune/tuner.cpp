@@ -142,9 +142,15 @@ Result<Decision> decide(const algo::CollArgs& args, const sim::ClusterModel& m, 
   // links (bench/line_rate) ring ran at 0.97-1.0 of one stream's rate where
   // rhd and hier ran 10-35% slower, while the model, which treats a port as
   // a fluid, put them within 1-12% of each other. So inside that band the
-  // tie goes to ring.
+  // tie goes to ring, where the wire is what limits: a network at least
+  // kWireBoundCopyRatio times slower than a shared-memory copy. Where the
+  // network is nearly as fast as memory, TCP is CPU-bound and fewer steps
+  // win instead (unshaped emulated hosts, 1.5 GB/s against 6.9: rhd ran
+  // AllReduce 1 MiB 1.5x faster than ring).
   const Prediction* ring_tie = nullptr;
-  if (m.nhosts() > 1 && best->algo != "ring")
+  const bool wire_bound = m.link[int(sim::PathClass::kNet)].gbps * kWireBoundCopyRatio <=
+                          m.link[int(sim::PathClass::kShm)].gbps;
+  if (m.nhosts() > 1 && wire_bound && best->algo != "ring")
     for (const Prediction& p : d.predictions)
       if (p.algo == "ring" && p.why_not.empty() && p.sim.time_us > 0 &&
           std::any_of(usable.begin(), usable.end(), [](const Candidate* c) { return c->name == "ring"; }) &&

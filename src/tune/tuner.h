@@ -17,9 +17,11 @@
 
 namespace conflux::tune {
 
-// Between hosts, ring wins over a model's best that is predicted at most this
-// much faster (see decide()).
+// Between hosts on a wire-bound network (its bandwidth at most
+// 1/kWireBoundCopyRatio of a shared-memory copy's), ring wins over a model's
+// best that is predicted at most kNetworkRingTieMargin faster (see decide()).
 inline constexpr double kNetworkRingTieMargin = 0.15;
+inline constexpr double kWireBoundCopyRatio = 8.0;
 
 struct Prediction {
   std::string algo;
