@@ -77,53 +77,50 @@ wait_busy() {
   for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || fail "$1: a rank ended before the fault"; done
 }
 
+# Starts the loop on fresh ports and returns once it is mid-transfer; sets $t0.
+begin_fault() {
+  port=$((20000 + RANDOM % 20000))
+  start_loop
+  wait_busy "$1"
+  t0=$(date +%s.%N)
+}
+
+# After the fault: every rank has ended (within LIMIT s), the ranks listed
+# gave a reason matching PATTERN, and nothing is left in the hosts.
+expect_ended() {
+  local what=$1 limit=$2 pattern=$3 r
+  shift 3
+  wait_all "$t0"
+  for r in "$@"; do
+    grep -qiE "$pattern" "$work/rank$r.log" || fail "$what: rank $r gave no reason matching '$pattern'"
+  done
+  awk -v t="$took" -v l="$limit" 'BEGIN { exit !(t < l) }' || fail "$what: ranks took $took s"
+  no_leftovers "$what"
+}
+
 # 1. SIGKILL rank 1 (the conflux process inside host 1).
-port=$((20000 + RANDOM % 20000))
-start_loop
-wait_busy kill
-t0=$(date +%s.%N)
+begin_fault kill
 for p in $(ip netns pids "${CFX_NS_PREFIX}h1"); do
   [ "$(cat /proc/"$p"/comm 2>/dev/null)" = conflux ] && kill -9 "$p"
 done
-wait_all "$t0"
-for r in 0 2; do
-  grep -q "rank 1" "$work/rank$r.log" || fail "kill: rank $r did not name rank 1"
-done
-awk -v t="$took" 'BEGIN { exit !(t < 30) }' || fail "kill: survivors took $took s"
-no_leftovers kill
+expect_ended kill 30 "rank 1" 0 2
 echo "ok: SIGKILL of rank 1 mid-transfer named by ranks 0 and 2 in $took s"
 
 # 2. Host 2's interface goes down: its peers hear nothing, not even heartbeats.
-port=$((20000 + RANDOM % 20000))
 export CONFLUX_HEARTBEAT_TIMEOUT=3
-start_loop
-wait_busy "link down"
-t0=$(date +%s.%N)
+begin_fault "link down"
 ip -n "${CFX_NS_PREFIX}h2" link set eth0 down
-wait_all "$t0"
-for r in 0 1; do
-  grep -q "rank 2" "$work/rank$r.log" || fail "link down: rank $r did not name rank 2"
-done
-awk -v t="$took" 'BEGIN { exit !(t < 40) }' || fail "link down: ranks took $took s"
-no_leftovers "link down"
+expect_ended "link down" 40 "rank 2" 0 1
 ip -n "${CFX_NS_PREFIX}h2" link set eth0 up
 unset CONFLUX_HEARTBEAT_TIMEOUT
 echo "ok: interface of host 2 down mid-transfer: every rank failed in $took s, ranks 0 and 1 naming rank 2"
 
 # 3. Host 1's links shaped to 8 kbit/s: bytes still trickle, so only the
 #    operation deadline can end the call.
-port=$((20000 + RANDOM % 20000))
 export CONFLUX_TIMEOUT=10
-start_loop
-wait_busy "stalled link"
-t0=$(date +%s.%N)
+begin_fault "stalled link"
 _cfx_shape_dev "${CFX_NS_PREFIX}h1" eth0 8kbit tbf
 _cfx_shape_dev "${CFX_NS_PREFIX}sw" port1 8kbit tbf
-wait_all "$t0"
-for r in 0 1 2; do
-  grep -qiE "timed out|timeout|deadline|rank [0-9]" "$work/rank$r.log" || fail "stalled link: rank $r gave no reason"
-done
+expect_ended "stalled link" 60 "timed out" 0 1 2
 grep -hE "rank [0-9]" "$work"/rank*.log | head -3
-awk -v t="$took" 'BEGIN { exit !(t < 60) }' || fail "stalled link: ranks took $took s"
-no_leftovers "stalled link"
 echo "ok: links of host 1 shaped to 8 kbit/s: every rank ended with a reason in $took s"

@@ -200,6 +200,7 @@ Status TcpLink::read_notice(const Header& h) {
   std::string text(h.bytes, '\0');
   (void)socket_.recv_all(text.data(), text.size(), deadline_after_ms(1000));
   text.resize(strnlen(text.c_str(), text.size()));
+  notice_read_ = true;
   return notice_error(peer_, static_cast<int32_t>(h.reserved), text);
 }
 
@@ -243,7 +244,12 @@ Status TcpLink::progress_send(SendOp& op, bool* progressed) {
     }
     if (sent < 0 && errno == EINTR) continue;
     if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::Ok();
-    return peer_failed("send", sent < 0 ? errno : 0);
+    const int err = sent < 0 ? errno : 0;
+    // A peer that gave up sent its reason before it closed: the notice
+    // waiting in our receive queue says more than "Broken pipe" (a rank
+    // whose neighbour died exits, and its other neighbour learns why).
+    if (Status why = drain_heartbeats(); !why.ok() && notice_read_) return why;
+    return peer_failed("send", err);
   }
   send_in_frame_ = false;
   op.complete = true;

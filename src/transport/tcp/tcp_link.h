@@ -60,6 +60,7 @@ class TcpLink final : public Link {
   Header heartbeat_{};
   size_t heartbeat_done_ = sizeof(Header);  // == sizeof(Header): none pending
   bool recv_in_frame_ = false;
+  bool notice_read_ = false;  // the peer's notice (why it gave up) has been read
   Clock::time_point last_heard_ = Clock::now();
   int last_pending_ = 0;  // bytes waiting unread at the last check
 
