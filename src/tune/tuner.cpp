@@ -127,13 +127,13 @@ Result<Decision> decide(const algo::CollArgs& args, const sim::ClusterModel& m, 
         }
       }
   }
+  auto is_usable = [&](const Prediction& p) {
+    return p.why_not.empty() &&
+           std::any_of(usable.begin(), usable.end(), [&](const Candidate* c) { return c->name == p.algo; });
+  };
   const Prediction* best = nullptr;
-  for (const Prediction& p : d.predictions) {
-    if (!p.why_not.empty()) continue;
-    bool in_usable = false;
-    for (const Candidate* c : usable) in_usable |= c->name == p.algo;
-    if (in_usable && (!best || p.sim.time_us < best->sim.time_us)) best = &p;
-  }
+  for (const Prediction& p : d.predictions)
+    if (is_usable(p) && (!best || p.sim.time_us < best->sim.time_us)) best = &p;
   if (!best) return internal_error(std::string(coll_name(a.coll)) + ": every candidate failed to simulate");
   // Between hosts a ring keeps exactly one TCP flow on each direction of
   // every link. The other patterns (rhd, hierarchical, trees) have several
@@ -152,11 +152,10 @@ Result<Decision> decide(const algo::CollArgs& args, const sim::ClusterModel& m, 
                           m.link[int(sim::PathClass::kShm)].gbps;
   if (m.nhosts() > 1 && wire_bound && best->algo != "ring")
     for (const Prediction& p : d.predictions)
-      if (p.algo == "ring" && p.why_not.empty() && p.sim.time_us > 0 &&
-          std::any_of(usable.begin(), usable.end(), [](const Candidate* c) { return c->name == "ring"; }) &&
+      if (p.algo == "ring" && is_usable(p) && p.sim.time_us > 0 &&
           p.sim.time_us <= best->sim.time_us * (1.0 + kNetworkRingTieMargin))
         ring_tie = &p;
-  const Prediction* model_best = best;
+  const Prediction* fastest = best;
   if (ring_tie != nullptr) best = ring_tie;
   // A measured choice (a usable algorithm the table names) beats the
   // model's; the user's CONFLUX_ALGO rule beats both.
@@ -178,7 +177,7 @@ Result<Decision> decide(const algo::CollArgs& args, const sim::ClusterModel& m, 
     std::snprintf(buf, sizeof buf,
                   "ring: predicted %.1f us, within %.0f%% of %s (%.1f us); between hosts one TCP flow per link "
                   "direction runs closer to the link's rate than the model can tell",
-                  best->sim.time_us, kNetworkRingTieMargin * 100, model_best->algo.c_str(), model_best->sim.time_us);
+                  best->sim.time_us, kNetworkRingTieMargin * 100, fastest->algo.c_str(), fastest->sim.time_us);
   } else if (usable.size() == 1) {
     std::snprintf(buf, sizeof buf, "%s is the only usable algorithm%s", best->algo.c_str(),
                   rule && !rule->exclude ? " (forced by CONFLUX_ALGO)" : "");
