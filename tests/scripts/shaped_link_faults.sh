@@ -30,29 +30,24 @@ cfx_hosts_up $hosts 100mbit
 
 fail() { echo "FAIL: $*"; for f in "$work"/*.log; do echo "== $f"; tail -20 "$f"; done; exit 1; }
 
-# Runs the AllReduce loop in the background, one log per rank; sets $pids.
+# Runs the AllReduce loop in the background on cfx_run_cluster's layout
+# (one rank per host); each rank writes its log and then its exit status
+# into $work.
 start_loop() {
-  local h
-  pids=()
-  for ((h = 0; h < hosts; h++)); do
-    # One rank per host: cfx_run_cluster's layout, launched by hand so each
-    # rank has its own log and pid.
-    ip netns exec "${CFX_NS_PREFIX}h$h" unshare -u env RANK=$h WORLD_SIZE=$hosts LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 \
-      CONFLUX_ROOT="${CFX_SUBNET}.1:$port" CONFLUX_JOB_ID="cfx-faults-$port" CONFLUX_SOCKET_IFNAME="=eth0" \
-      sh -c 'hostname "emuhost$1"; shift; exec "$@"' _ "$h" \
-      timeout 120 "$tool" perf allreduce -b 4M -e 4M -n 1000 -w 1 -c 0 >"$work/rank$h.log" 2>&1 &
-    pids+=($!)
-  done
+  rm -f "$work"/rank*.log "$work"/status*
+  CFX_FAULT_WORK=$work cfx_run_cluster $hosts 1 sh -c \
+    'timeout 120 "$@" >"$CFX_FAULT_WORK/rank$RANK.log" 2>&1; echo $? >"$CFX_FAULT_WORK/status$RANK"' _ \
+    "$tool" perf allreduce -b 4M -e 4M -n 1000 -w 1 -c 0 &
+  cluster=$!
 }
 
-# Waits for every rank (in this shell: a subshell cannot wait for them);
-# sets $took to the seconds since $1 (date +%s.%N).
+# Waits for every rank; each must have failed. Sets $took to the seconds
+# since $1 (date +%s.%N).
 wait_all() {
-  local t0=$1 p rc
-  for p in "${pids[@]}"; do
-    rc=0
-    wait "$p" || rc=$?
-    [ "$rc" != 0 ] || fail "a rank finished 1000 calls: the fault did not happen"
+  local t0=$1 r
+  wait "$cluster" || true
+  for ((r = 0; r < hosts; r++)); do
+    [ "$(cat "$work/status$r" 2>/dev/null)" != 0 ] || fail "rank $r finished 1000 calls: the fault did not happen"
   done
   took=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 }
@@ -74,12 +69,11 @@ wait_busy() {
   done
   grep -q "redop" "$work/rank0.log" || fail "$1: rank 0 not past init after 60 s"
   sleep 1
-  for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || fail "$1: a rank ended before the fault"; done
+  ! ls "$work"/status* >/dev/null 2>&1 || fail "$1: a rank ended before the fault"
 }
 
 # Starts the loop on fresh ports and returns once it is mid-transfer; sets $t0.
 begin_fault() {
-  port=$((20000 + RANDOM % 20000))
   start_loop
   wait_busy "$1"
   t0=$(date +%s.%N)
