@@ -50,16 +50,17 @@ bool trivial(Schedule& s, const CollArgs& a, size_t bytes, Slice from, Slice to)
   return true;
 }
 
-Schedule named() {
+Schedule named(const CollArgs& a) {
   Schedule s;
   s.algorithm = "eager";
+  s.staging_extent = eager_stage_bytes(a);
   return s;
 }
 
 }  // namespace
 
 Schedule eager_allreduce(const CollArgs& a) {
-  Schedule s = named();
+  Schedule s = named(a);
   const size_t bytes = a.count * a.elem;
   if (trivial(s, a, bytes, {kSendBuf, 0, bytes}, {kRecvBuf, 0, bytes})) return s;
   std::vector<int> ready = stage_and_arrive(s, a, bytes);
@@ -68,7 +69,7 @@ Schedule eager_allreduce(const CollArgs& a) {
 }
 
 Schedule eager_reducescatter(const CollArgs& a) {
-  Schedule s = named();
+  Schedule s = named(a);
   const size_t block = a.count * a.elem;
   const size_t mine = static_cast<size_t>(a.rank) * block;
   if (trivial(s, a, block, {kSendBuf, mine, block}, {kRecvBuf, 0, block})) return s;
@@ -78,7 +79,7 @@ Schedule eager_reducescatter(const CollArgs& a) {
 }
 
 Schedule eager_reduce(const CollArgs& a) {
-  Schedule s = named();
+  Schedule s = named(a);
   const size_t bytes = a.count * a.elem;
   if (trivial(s, a, bytes, {kSendBuf, 0, bytes}, {kRecvBuf, 0, bytes})) return s;
   std::vector<int> ready = stage_and_arrive(s, a, bytes);
@@ -87,7 +88,7 @@ Schedule eager_reduce(const CollArgs& a) {
 }
 
 Schedule eager_allgather(const CollArgs& a) {
-  Schedule s = named();
+  Schedule s = named(a);
   const size_t block = a.count * a.elem;
   const size_t mine = static_cast<size_t>(a.rank) * block;
   if (trivial(s, a, block, {kSendBuf, 0, block}, {kRecvBuf, mine, block})) return s;
@@ -99,7 +100,7 @@ Schedule eager_allgather(const CollArgs& a) {
 }
 
 Schedule eager_broadcast(const CollArgs& a) {
-  Schedule s = named();
+  Schedule s = named(a);
   const size_t bytes = a.count * a.elem;
   if (trivial(s, a, bytes, {kSendBuf, 0, bytes}, {kRecvBuf, 0, bytes})) return s;
   const bool root = a.rank == a.root;
@@ -110,7 +111,7 @@ Schedule eager_broadcast(const CollArgs& a) {
 }
 
 Schedule eager_gather(const CollArgs& a) {
-  Schedule s = named();
+  Schedule s = named(a);
   const size_t block = a.count * a.elem;
   const size_t mine = static_cast<size_t>(a.rank) * block;
   const bool root = a.rank == a.root;
@@ -124,7 +125,7 @@ Schedule eager_gather(const CollArgs& a) {
 }
 
 Schedule eager_scatter(const CollArgs& a) {
-  Schedule s = named();
+  Schedule s = named(a);
   const size_t block = a.count * a.elem;
   const size_t mine = static_cast<size_t>(a.rank) * block;
   const bool root = a.rank == a.root;
@@ -136,7 +137,7 @@ Schedule eager_scatter(const CollArgs& a) {
 }
 
 Schedule eager_alltoall(const CollArgs& a) {
-  Schedule s = named();
+  Schedule s = named(a);
   const size_t block = a.count * a.elem;
   const size_t mine = static_cast<size_t>(a.rank) * block;
   if (trivial(s, a, block, {kSendBuf, 0, block}, {kRecvBuf, 0, block})) return s;

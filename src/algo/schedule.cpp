@@ -150,14 +150,21 @@ int Schedule::wait(int peer, uint32_t count, const std::vector<int>& after) {
 uint8_t Schedule::props() const {
   if (props_ & kKnown) return props_;
   uint8_t p = kKnown;
-  auto staged = [](const Slice& sl) { return sl.buf == kStaging && sl.bytes > 0; };
+  size_t reach = 0;
+  auto staged = [&reach](const Slice& sl) {
+    if (sl.buf != kStaging || sl.bytes == 0) return false;
+    reach = std::max(reach, sl.offset + sl.bytes);
+    return true;
+  };
   for (const Step& s : steps) {
     if (is_one_sided(s.kind)) p |= kOneSided;
-    if (staged(s.src) || staged(s.dst) || staged(s.with)) p |= kUsesStaging;
+    // Not short-circuited: every staged slice counts towards the reach.
+    if (staged(s.src) | staged(s.dst) | staged(s.with)) p |= kUsesStaging;
   }
   for (const Source& src : sources) {
     if (staged(src.slice)) p |= kUsesStaging;
   }
+  staging_reach_ = reach;
   props_ = p;
   return p;
 }

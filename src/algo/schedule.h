@@ -80,6 +80,11 @@ struct Schedule {
   std::vector<uint32_t> deps;
   std::vector<Source> sources;  // of kReduceFrom steps
   size_t scratch_bytes = 0;
+  // Bytes of each rank's staging half the call uses, the same on every
+  // rank of the call (the eager algorithms set it; 0: not stated). Calls
+  // that stage a few bytes have them placed in the flag's cache line
+  // (transport/peer_memory.h), which every rank must agree on.
+  size_t staging_extent = 0;
   std::string algorithm;  // e.g. "ring", for logs and `conflux plan`
 
   // Each add returns the step's index; a negative dependency is ignored, so
@@ -100,11 +105,18 @@ struct Schedule {
   // a staging area (this rank's or a peer's). Computed once per schedule.
   bool one_sided() const { return props() & kOneSided; }
   bool uses_staging() const { return props() & kUsesStaging; }
+  // The end of the farthest staging slice any step names (this rank's
+  // staging or a peer's): where it exceeds staging_extent, the extent is wrong.
+  size_t staging_reach() const {
+    props();
+    return staging_reach_;
+  }
 
  private:
   enum : uint8_t { kKnown = 1, kOneSided = 2, kUsesStaging = 4 };
   uint8_t props() const;
   mutable uint8_t props_ = 0;
+  mutable size_t staging_reach_ = 0;
 };
 
 // Element-aligned balanced partition of `count` into `parts`: the first

@@ -263,9 +263,15 @@ Status Run::start_one_sided() {
       return internal_error("one-sided reduction names rank " + std::to_string(src.peer) + ", which is not on this host");
   const bool staging = sched_.uses_staging();
   if (staging && ctx_.peer_memory->staging_bytes() == 0) return internal_error("no staging area for an eager schedule");
+  // Where the staging halves lie depends on the stated extent (the same on
+  // every rank): a schedule that reaches past it would miss its peers' data.
+  if (sched_.staging_extent > 0 && sched_.staging_reach() > sched_.staging_extent)
+    return internal_error("schedule '" + sched_.algorithm + "' reaches " + std::to_string(sched_.staging_reach()) +
+                          " bytes into the staging area, past the " + std::to_string(sched_.staging_extent) +
+                          " it states");
   const int half = ctx_.peer_memory->begin_call(ctx_.epoch, ctx_.sigs.empty() ? OpSig{} : ctx_.sigs[0],
                                                 bufs_[algo::kSendBuf], ctx_.send_bytes, bufs_[algo::kRecvBuf],
-                                                ctx_.recv_bytes, staging,
+                                                ctx_.recv_bytes, staging, sched_.staging_extent,
                                                 // Peers reach this rank's buffers in every one-sided
                                                 // algorithm but the eager ones, which go through staging
                                                 // (a rank's own schedule cannot tell: a Gather root reads

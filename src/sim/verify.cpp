@@ -368,13 +368,21 @@ class Verifier {
       // Calls that use staging alternate its halves; every rank must agree
       // whether a call does, or they would pick different halves later.
       int uses = -1;
+      size_t extent = 0;
       for (int r = 0; r < n_ && ok(); ++r) {
         CallState& cs = ranks_[r].calls[c];
         const int mine = cs.sched.uses_staging() ? 1 : 0;
         if (uses >= 0 && mine != uses)
           return fail("rank " + std::to_string(r) + (mine ? " uses" : " does not use") +
                       " a staging area in call " + std::to_string(c) + " and rank 0 " + (uses ? "does" : "does not"));
+        // Where a transport places the staging halves follows the stated
+        // extent: ranks that state different ones look in different places.
+        if (r > 0 && cs.sched.staging_extent != extent)
+          return fail("rank " + std::to_string(r) + " states a staging extent of " +
+                      std::to_string(cs.sched.staging_extent) + " bytes in call " + std::to_string(c) +
+                      " and rank 0 one of " + std::to_string(extent));
         uses = mine;
+        extent = cs.sched.staging_extent;
       }
       for (int r = 0; r < n_; ++r) {
         RankState& rs = ranks_[r];
@@ -383,7 +391,10 @@ class Verifier {
         size_t scratch = (cs.sched.scratch_bytes + elem_ - 1) / elem_;
         if (scratch > rs.scratch.size()) rs.scratch.resize(scratch);
         cs.bind[algo::kScratch] = {kArrScratch, 0, scratch};
-        const size_t half = cs.args.staging_bytes / elem_;
+        // A stated extent bounds every staging slice (the staging half may
+        // then lie elsewhere, and be no larger).
+        const size_t usable = extent > 0 ? std::min(extent, cs.args.staging_bytes) : cs.args.staging_bytes;
+        const size_t half = usable / elem_;
         const size_t which = uses ? static_cast<size_t>(staging_calls[r]++ % 2) : 0;
         cs.bind[algo::kStaging] = {kArrStaging, which * rs.staging_half, half};
       }

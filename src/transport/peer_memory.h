@@ -24,17 +24,20 @@ class PeerMemory {
   // how far peers may reach into them) before its first signal. With
   // `staging`, the call uses the staging areas: returns which half (the
   // same on every rank, as every rank counts the calls that use them).
+  // `staging_extent` (the same on every rank; 0: unknown) is how much of
+  // the half the call uses: a transport may place a small one elsewhere
+  // (the shm transport: beside the flag), for this rank and its peers alike.
   // `sig` is published too (beside this rank's flag, so a peer's first
   // look at the flag brings it): check_call() compares a peer's with it.
   // With `expose` false, no peer reaches this rank's buffers in this call
   // and they are not published.
   virtual int begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* send, size_t send_bytes, uint8_t* recv,
-                         size_t recv_bytes, bool staging, bool expose) = 0;
+                         size_t recv_bytes, bool staging, size_t staging_extent, bool expose) = 0;
   // Once the peer has signalled in this call: whether it is in the same
   // call as this rank (a mismatch error naming both calls otherwise). A peer
   // already in a later call has passed this one and is not checked.
   virtual Status check_call(int peer) const = 0;
-  // This rank's staging half; nullptr when there is none.
+  // This rank's staging half in the current call; nullptr when there is none.
   virtual uint8_t* staging(int half) const = 0;
   virtual size_t staging_bytes() const = 0;
 

@@ -287,5 +287,46 @@ TEST(OneSidedHazards, RanksThatDisagreeOnStagingFail) {
   EXPECT_NE(v.error.find("staging"), std::string::npos) << v.error;
 }
 
+// Small staging halves may lie beside the flag (the shm transport), so
+// where each rank looks follows the extent its schedule states.
+TEST(OneSidedHazards, RanksThatStateDifferentStagingExtentsFail) {
+  auto mixed = [](const CollArgs& a) {
+    Schedule s = eager_allreduce(a);
+    if (a.rank == 1) s.staging_extent += a.elem;
+    return s;
+  };
+  sim::VerifyResult v = sim::verify(args_for(Coll::kAllReduce, 3, 4, false), mixed);
+  ASSERT_FALSE(v.ok);
+  EXPECT_NE(v.error.find("staging extent"), std::string::npos) << v.error;
+}
+
+TEST(OneSidedHazards, StagingPastTheStatedExtentFails) {
+  auto short_extent = [](const CollArgs& a) {
+    Schedule s = eager_allreduce(a);
+    s.staging_extent -= a.elem;
+    return s;
+  };
+  sim::VerifyResult v = sim::verify(args_for(Coll::kAllReduce, 3, 4, false), short_extent);
+  ASSERT_FALSE(v.ok);
+  EXPECT_NE(v.error.find("overruns"), std::string::npos) << v.error;
+}
+
+TEST(OneSided, EagerSchedulesStateTheStagingTheyReach) {
+  const std::pair<Coll, Schedule (*)(const CollArgs&)> eager[] = {
+      {Coll::kAllReduce, eager_allreduce}, {Coll::kReduceScatter, eager_reducescatter},
+      {Coll::kReduce, eager_reduce},       {Coll::kAllGather, eager_allgather},
+      {Coll::kBroadcast, eager_broadcast}, {Coll::kGather, eager_gather},
+      {Coll::kScatter, eager_scatter},     {Coll::kAlltoAll, eager_alltoall}};
+  for (const auto& [coll, build] : eager)
+    for (int n : {2, 3, 5})
+      for (int rank = 0; rank < n; ++rank) {
+        CollArgs a = args_for(coll, n, 3, false, n - 1);
+        a.rank = rank;
+        Schedule s = build(a);
+        EXPECT_EQ(s.staging_extent, eager_stage_bytes(a)) << coll_name(coll) << " n=" << n << " rank " << rank;
+        EXPECT_LE(s.staging_reach(), s.staging_extent) << coll_name(coll) << " n=" << n << " rank " << rank;
+      }
+}
+
 }  // namespace
 }  // namespace conflux::algo

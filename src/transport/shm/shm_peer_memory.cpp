@@ -49,7 +49,8 @@ bool ShmPeerMemory::reaches(int peer) const {
 }
 
 int ShmPeerMemory::begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* send, size_t send_bytes,
-                              uint8_t* recv, size_t recv_bytes, bool staging, bool expose) {
+                              uint8_t* recv, size_t recv_bytes, bool staging, size_t staging_extent,
+                              bool expose) {
   if (mappings_.size() >= kMaxMappings) {
     for (const Mapping& m : mappings_)
       if (m.at != nullptr) munmap(m.at, m.size);
@@ -68,6 +69,7 @@ int ShmPeerMemory::begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* s
   cs.sig = sig;
   cs.epoch.store(epoch, std::memory_order_release);
   if (staging) half_ = staging_calls_++ % 2;
+  in_flag_line_ = staging && staging_extent > 0 && staging_extent <= kFlagLineStagingBytes;
   if (!expose) return staging ? half_ : -1;
   ShmExposure& e = mine_.exposure();
   e.epoch.store(0, std::memory_order_relaxed);
@@ -100,9 +102,10 @@ Status ShmPeerMemory::check_call(int peer) const {
 Result<uint64_t> ShmPeerMemory::remote_address(int peer, int buf, size_t offset, size_t bytes) const {
   if (!reaches(peer)) return internal_error("one-sided step names rank " + std::to_string(peer) + ", which is not on this host");
   if (buf == algo::kStaging) {
-    if (offset + bytes > peers_[peer]->layout().staging_bytes)
+    if (offset + bytes > (in_flag_line_ ? kFlagLineStagingBytes : peers_[peer]->layout().staging_bytes))
       return internal_error("one-sided step reaches past rank " + std::to_string(peer) + "'s staging area");
-    return reinterpret_cast<uint64_t>(peers_[peer]->staging(half_) + offset);
+    uint8_t* half = in_flag_line_ ? peers_[peer]->flag().staging[half_] : peers_[peer]->staging(half_);
+    return reinterpret_cast<uint64_t>(half + offset);
   }
   if (!user_buffer(buf)) return internal_error("one-sided step names a private buffer of rank " + std::to_string(peer));
   const ShmExposure& e = peers_[peer]->exposure();

@@ -24,9 +24,11 @@ class ShmPeerMemory final : public PeerMemory {
 
   bool reaches(int peer) const override;
   int begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* send, size_t send_bytes, uint8_t* recv,
-                 size_t recv_bytes, bool staging, bool expose) override;
+                 size_t recv_bytes, bool staging, size_t staging_extent, bool expose) override;
   Status check_call(int peer) const override;
-  uint8_t* staging(int half) const override { return mine_.staging(half); }
+  uint8_t* staging(int half) const override {
+    return in_flag_line_ ? mine_.flag().staging[half] : mine_.staging(half);
+  }
   size_t staging_bytes() const override { return mine_.layout().staging_bytes; }
   uint8_t* view(int peer, int buf, size_t offset, size_t bytes) override;
   Status read(int peer, int buf, size_t offset, void* to, size_t bytes) override;
@@ -58,6 +60,7 @@ class ShmPeerMemory final : public PeerMemory {
   OpSig sig_;
   uint32_t call_hash_ = 0;
   int staging_calls_ = 0;  // calls so far that used the staging areas
+  bool in_flag_line_ = false;  // this call's staging halves are the flags' (ShmFlag::staging)
   int half_ = 0;
   std::vector<Mapping> mappings_;
 };

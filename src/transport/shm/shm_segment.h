@@ -47,9 +47,20 @@ static_assert(sizeof(ShmNotice) == 512);
 // epoch, a hash of its signature and the signals made in it, in one word
 // peers poll. The full signature sits on a line of its own, read only to
 // describe a mismatch.
+//
+// Beside the word, a small staging half per call parity: a call that
+// stages at most kFlagLineStagingBytes stages them here instead of in the
+// staging area, so the peer's poll that sees the flag brings the data in
+// the same cache-line transfer (one miss per call instead of two; a
+// 2-process 8-byte exchange: 0.15 us against 0.27 us per round). A rank
+// rewrites a half only two staging calls later, after every peer has
+// signalled in the call between, as for the staging area's halves.
+inline constexpr size_t kFlagLineStagingBytes = 24;
 struct alignas(64) ShmFlag {
   std::atomic<uint64_t> value{0};
+  uint8_t staging[2][kFlagLineStagingBytes] = {};
 };
+static_assert(sizeof(ShmFlag) == 64, "the flag and its small staging halves share one cache line");
 struct alignas(64) ShmCallSig {
   std::atomic<uint64_t> epoch{0};
   OpSig sig;
