@@ -4,7 +4,8 @@
 //         spin, the floor of a shm hand-off) plus the measured cost of one
 //         executor-style poll round; bandwidth: memcpy / 2 (a shm message is
 //         copied in and out of a shared slot)
-//   tcp   loopback ping-pong (latency) and a 16 MiB stream (bandwidth)
+//   tcp   loopback ping-pong, polled as the executor polls (latency), and
+//         a 16 MiB stream (bandwidth), the two threads on two cores
 //   net   the tcp numbers (no peer host to measure against at first use);
 //         CONFLUX_TUNE_NET="lat_us,GB/s" overrides, e.g. for a capped link
 //   reduce  float32 sum kernel throughput
