@@ -385,8 +385,19 @@ Status Sim::run(SimResult* out) {
         continue;
       }
       if (kind == StepKind::kWait && cpu_bound) {
-        // With more ranks than cores the waiter sleeps: waking it takes a switch.
-        complete(i, on_cpu(m_.host_of(s_.owner[i]), ready_[i], m_.switch_us), hops_ready_[i]);
+        // With more ranks than cores a waiter sleeps, and waking it takes a
+        // switch; once awake it sees every flag already raised, so a wait
+        // whose flag came while its rank was still awake (busy, or woken
+        // for another flag) costs no second switch. An eager call's rank
+        // waits for every peer but sleeps about once.
+        const int rep = s_.owner[i];
+        if (ready_[i] <= core_free_[size_t(rep)]) {
+          complete(i, core_free_[size_t(rep)], hops_ready_[i]);
+          continue;
+        }
+        const double woken = on_cpu(m_.host_of(rep), ready_[i], m_.switch_us);
+        core_free_[size_t(rep)] = woken;
+        complete(i, woken, hops_ready_[i]);
         continue;
       }
       complete(i, ready_[i] + cost, hops_ready_[i]);

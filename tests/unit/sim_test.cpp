@@ -210,6 +210,26 @@ TEST(SimTest, SwitchCostIsPaidPerMessageWhereRanksOutnumberCores) {
   EXPECT_GE(ring(), crowded + 2 * 3 * 3 - 1e-9);
 }
 
+TEST(SimTest, AnEagerCallWakesEachSleepingRankAboutOnce) {
+  // 4 ranks on one host's 2 cores: every rank waits for 3 peers' flags but,
+  // once woken, sees the flags already raised, so the call costs about one
+  // switch per rank (4 x 10 us on 2 cores), not one per wait (12 x 10 us).
+  ClusterModel m;
+  m.nranks = 4;
+  m.ranks_per_host = 4;
+  m.cores_per_host = 2;
+  m.one_sided = true;
+  m.staging_bytes = 64 << 10;
+  m.flag_us = 0.3;
+  m.copy_gbps = 10;
+  m.switch_us = 10;
+  algo::CollArgs a = allreduce(64);
+  a.staging_bytes = m.staging_bytes;
+  const double t = simulate(m, a, algo::eager_allreduce)->time_us;
+  EXPECT_GE(t, 4 * 10 / 2);
+  EXPECT_LT(t, 2 * 4 * 10 / 2) << "a switch charged per wait, not per sleep";
+}
+
 TEST(SimTest, MeasuredCurveReplacesBytesOverBandwidth) {
   // A link whose 2 KiB messages cost a step more than 1 KiB ones (a second
   // TCP segment), as the network probe measures it.
