@@ -158,8 +158,9 @@ uint8_t Schedule::props() const {
   };
   for (const Step& s : steps) {
     if (is_one_sided(s.kind)) p |= kOneSided;
-    // Not short-circuited: every staged slice counts towards the reach.
-    if (staged(s.src) | staged(s.dst) | staged(s.with)) p |= kUsesStaging;
+    // Every staged slice counts towards the reach: no short-circuit.
+    const bool src = staged(s.src), dst = staged(s.dst), with = staged(s.with);
+    if (src || dst || with) p |= kUsesStaging;
   }
   for (const Source& src : sources) {
     if (staged(src.slice)) p |= kUsesStaging;
