@@ -189,6 +189,7 @@ class Sim {
   std::priority_queue<Event, std::vector<Event>, std::greater<>> sends_;
   std::vector<uint32_t> work_;
   std::vector<double> core_free_;  // by representative: when its one-sided copies are done
+  std::vector<double> awake_until_;  // by representative: when it last woke from a wait (ranks > cores)
   size_t finished_ = 0;
 };
 
@@ -329,6 +330,7 @@ Status Sim::run(SimResult* out) {
       ++pending_[i];
   }
   core_free_.assign(size_t(reps_), 0.0);
+  awake_until_.assign(size_t(reps_), 0.0);
   for (size_t i = 0; i < n; ++i) {
     if (pending_[i] != 0) continue;
     if (s_.kind[i] == uint8_t(StepKind::kSend)) sends_.push({0.0, uint32_t(i)});
@@ -390,14 +392,15 @@ Status Sim::run(SimResult* out) {
         // whose flag came while its rank was still awake (busy, or woken
         // for another flag) costs no second switch. An eager call's rank
         // waits for every peer but sleeps about once.
-        const int rep = s_.owner[i];
-        if (ready_[i] <= core_free_[size_t(rep)]) {
-          complete(i, core_free_[size_t(rep)], hops_ready_[i]);
+        // (Being awake does not occupy the rank's core: its other steps
+        // run at their own pace.)
+        const auto rep = size_t(s_.owner[i]);
+        if (ready_[i] <= std::max(core_free_[rep], awake_until_[rep])) {
+          complete(i, ready_[i], hops_ready_[i]);
           continue;
         }
-        const double woken = on_cpu(m_.host_of(rep), ready_[i], m_.switch_us);
-        core_free_[size_t(rep)] = woken;
-        complete(i, woken, hops_ready_[i]);
+        awake_until_[rep] = on_cpu(m_.host_of(int(rep)), ready_[i], m_.switch_us);
+        complete(i, awake_until_[rep], hops_ready_[i]);
         continue;
       }
       complete(i, ready_[i] + cost, hops_ready_[i]);
