@@ -26,6 +26,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace conflux::tune {
@@ -65,6 +66,12 @@ double measure_reduce_gbps() {
     return us_since(t0);
   });
   return double(count * sizeof(float)) / 1e3 / std::max(us, 1e-3);
+}
+
+// The median of a few batches' times: a batch the machine interrupted does not count.
+double median_of(std::vector<double> batches) {
+  std::nth_element(batches.begin(), batches.begin() + batches.size() / 2, batches.end());
+  return batches[batches.size() / 2];
 }
 
 // Half the round trip of a flag bounced between two threads.
@@ -190,8 +197,7 @@ double measure_switch_us() {
   for (int fd : {ping[0], ping[1], pong[0], pong[1]})
     if (fd >= 0) ::close(fd);
   if (!pinned_ok || batches.size() != size_t(kBatches)) return 0;
-  std::nth_element(batches.begin(), batches.begin() + kBatches / 2, batches.end());
-  return batches[kBatches / 2];
+  return median_of(std::move(batches));
 }
 
 bool full_io(int fd, char* p, size_t n, bool send) {
@@ -254,7 +260,7 @@ bool measure_tcp(double* lat_us, double* gbps) {
     ::close(fd);
   });
   bool ok = false;
-  double measured_gbps = 0;
+  double measured_lat = 0, measured_gbps = 0;
   std::thread client([&] {
     cores.pin(0);
     int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -273,10 +279,7 @@ bool measure_tcp(double* lat_us, double* gbps) {
       for (int i = 0; i < kPerBatch && ok; ++i) ok = polled_byte(fd, &c, true) && polled_byte(fd, &c, false);
       if (b > 0) batches.push_back(us_since(t0) / kPerBatch / 2);
     }
-    if (ok) {
-      std::nth_element(batches.begin(), batches.begin() + kBatches / 2, batches.end());
-      *lat_us = batches[kBatches / 2];
-    }
+    if (ok) measured_lat = median_of(std::move(batches));
     std::vector<char> buf(piece, 3);
     double best = 1e300;
     for (int rep = 0; rep < 3 && ok; ++rep) {
@@ -291,7 +294,10 @@ bool measure_tcp(double* lat_us, double* gbps) {
   client.join();
   server.join();
   ::close(lfd);
-  if (ok) *gbps = measured_gbps;
+  if (ok) {
+    *lat_us = measured_lat;
+    *gbps = measured_gbps;
+  }
   return ok;
 }
 

@@ -102,10 +102,9 @@ Status ShmPeerMemory::check_call(int peer) const {
 Result<uint64_t> ShmPeerMemory::remote_address(int peer, int buf, size_t offset, size_t bytes) const {
   if (!reaches(peer)) return internal_error("one-sided step names rank " + std::to_string(peer) + ", which is not on this host");
   if (buf == algo::kStaging) {
-    if (offset + bytes > (in_flag_line_ ? kFlagLineStagingBytes : peers_[peer]->layout().staging_bytes))
+    if (offset + bytes > staging_size(*peers_[peer]))
       return internal_error("one-sided step reaches past rank " + std::to_string(peer) + "'s staging area");
-    uint8_t* half = in_flag_line_ ? peers_[peer]->flag().staging[half_] : peers_[peer]->staging(half_);
-    return reinterpret_cast<uint64_t>(half + offset);
+    return reinterpret_cast<uint64_t>(staging_of(*peers_[peer], half_) + offset);
   }
   if (!user_buffer(buf)) return internal_error("one-sided step names a private buffer of rank " + std::to_string(peer));
   const ShmExposure& e = peers_[peer]->exposure();

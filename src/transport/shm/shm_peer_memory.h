@@ -26,9 +26,7 @@ class ShmPeerMemory final : public PeerMemory {
   int begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* send, size_t send_bytes, uint8_t* recv,
                  size_t recv_bytes, bool staging, size_t staging_extent, bool expose) override;
   Status check_call(int peer) const override;
-  uint8_t* staging(int half) const override {
-    return in_flag_line_ ? mine_.flag().staging[half] : mine_.staging(half);
-  }
+  uint8_t* staging(int half) const override { return staging_of(mine_, half); }
   size_t staging_bytes() const override { return mine_.layout().staging_bytes; }
   uint8_t* view(int peer, int buf, size_t offset, size_t bytes) override;
   Status read(int peer, int buf, size_t offset, void* to, size_t bytes) override;
@@ -50,6 +48,14 @@ class ShmPeerMemory final : public PeerMemory {
   // The peer's address of (buf, offset) in the current call, after checking
   // that the peer published this call's buffers and the range fits.
   Result<uint64_t> remote_address(int peer, int buf, size_t offset, size_t bytes) const;
+  // Where `seg`'s staging half lies in this call (beside its flag for a
+  // small call), and how many bytes it holds.
+  uint8_t* staging_of(const ShmSegment& seg, int half) const {
+    return in_flag_line_ ? seg.flag().staging[half] : seg.staging(half);
+  }
+  size_t staging_size(const ShmSegment& seg) const {
+    return in_flag_line_ ? kFlagLineStagingBytes : seg.layout().staging_bytes;
+  }
   uint8_t* map_region(int peer, const SharedRegionRef& ref);
   Status kernel_copy(int peer, uint64_t remote, void* local, size_t bytes, bool to_peer);
 
