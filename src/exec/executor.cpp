@@ -43,7 +43,8 @@ class Run {
   Run(const algo::Schedule& s, const ExecContext& ctx, ExecWorkspace& w)
       : sched_(s), ctx_(ctx), bufs_(w.bufs), state_(w.state), pending_(w.pending),
         dependents_begin_(w.dependents_begin), dependents_(w.dependents), fill_(w.fill), queues_(w.queues),
-        active_lanes_(w.active_lanes), ready_copies_(w.ready), waits_(w.waits), tmp_(w.tmp), checked_(w.checked) {
+        active_lanes_(w.active_lanes), ready_copies_(w.ready), waits_(w.waits), tmp_(w.tmp), checked_(w.checked),
+        batch_(w.batch), pieces_(w.pieces) {
     bufs_.assign(ctx.buffers.begin(), ctx.buffers.end());
     for (int lane : active_lanes_) {  // the previous call's lanes: emptied, capacity kept
       PeerQueues& q = queues_[lane];
@@ -61,6 +62,7 @@ class Run {
  private:
   uint8_t* ptr(const algo::Slice& sl) const { return bufs_[sl.buf] + sl.offset; }
   Status run_local(int i);
+  Status run_transfers(int first);
   Status run_reduce_from(const Step& step);
   Status check_waits(bool* progressed);
   Status start_one_sided();
@@ -95,6 +97,8 @@ class Run {
   std::vector<int>& waits_;         // posted waits for peers' flags
   std::vector<uint8_t>& tmp_;       // pieces of peers' inputs read through the kernel
   std::vector<uint8_t>& checked_;   // by peer: its call was compared with ours
+  std::vector<int>& batch_;         // run_transfers' steps
+  std::vector<PeerMemory::Piece>& pieces_;
   uint32_t signals_ = 0;            // this rank's signals so far in this call
   size_t done_ = 0;
   Clock::time_point next_liveness_check_{};
@@ -215,12 +219,6 @@ Status Run::run_local(int i) {
     case StepKind::kCopy:
       if (step.src.bytes > 0 && ptr(step.src) != ptr(step.dst)) std::memmove(ptr(step.dst), ptr(step.src), step.src.bytes);
       return Status::Ok();
-    case StepKind::kRead:
-      return ctx_.peer_memory->read(step.peer, step.src.buf, step.src.offset, ptr(step.dst), step.dst.bytes)
-          .prepend("one-sided read from rank " + std::to_string(step.peer) + ": ");
-    case StepKind::kWrite:
-      return ctx_.peer_memory->write(step.peer, step.dst.buf, step.dst.offset, ptr(step.src), step.src.bytes)
-          .prepend("one-sided write to rank " + std::to_string(step.peer) + ": ");
     case StepKind::kReduceFrom: return run_reduce_from(step).prepend("one-sided reduction: ");
     case StepKind::kSignal:
       if (signals_ == kMaxSignalsPerCall) return internal_error("a schedule signals more than 255 times in one call");
@@ -283,12 +281,45 @@ Status Run::start_one_sided() {
   return Status::Ok();
 }
 
+// A ready one-sided read or write, with every other ready one of the same
+// kind, peer and peer buffer: schedules that move many small pieces (rows
+// of a MoE exchange) reach a peer's memory in one transfer call.
+Status Run::run_transfers(int first) {
+  const Step& f = sched_.steps[first];
+  const bool to_peer = f.kind == StepKind::kWrite;
+  auto remote_buf = [to_peer](const Step& s) { return to_peer ? s.dst.buf : s.src.buf; };
+  batch_.assign(1, first);
+  size_t kept = 0;
+  for (int i : ready_copies_) {
+    const Step& s = sched_.steps[i];
+    if (s.kind == f.kind && s.peer == f.peer && remote_buf(s) == remote_buf(f)) batch_.push_back(i);
+    else ready_copies_[kept++] = i;
+  }
+  ready_copies_.resize(kept);
+  pieces_.clear();
+  for (int i : batch_) {
+    const Step& s = sched_.steps[i];
+    pieces_.push_back(to_peer ? PeerMemory::Piece{s.dst.offset, ptr(s.src), s.src.bytes}
+                              : PeerMemory::Piece{s.src.offset, ptr(s.dst), s.dst.bytes});
+  }
+  CFX_RETURN_IF_ERROR(ctx_.peer_memory->transfer(f.peer, remote_buf(f), to_peer, pieces_.data(), pieces_.size())
+                          .prepend(std::string("one-sided ") + (to_peer ? "write to" : "read from") + " rank " +
+                                   std::to_string(f.peer) + ": "));
+  for (int i : batch_) complete(i);
+  return Status::Ok();
+}
+
 Status Run::pass(bool* progressed) {
   while (!ready_copies_.empty()) {
     int i = ready_copies_.back();
     ready_copies_.pop_back();
-    CFX_RETURN_IF_ERROR(run_local(i));
+    const StepKind kind = sched_.steps[i].kind;
     *progressed = true;
+    if (kind == StepKind::kRead || kind == StepKind::kWrite) {
+      CFX_RETURN_IF_ERROR(run_transfers(i));
+      continue;
+    }
+    CFX_RETURN_IF_ERROR(run_local(i));
     complete(i);
   }
   if (!waits_.empty()) CFX_RETURN_IF_ERROR(check_waits(progressed));

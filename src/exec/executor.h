@@ -68,6 +68,8 @@ struct ExecWorkspace {
   std::vector<PeerQueues> queues;
   std::vector<int> active_lanes, ready, waits;
   std::vector<uint8_t> tmp, checked;
+  std::vector<int> batch;                  // one-sided transfers run together
+  std::vector<PeerMemory::Piece> pieces;  // their pieces
 };
 
 Status execute(const algo::Schedule& schedule, const ExecContext& ctx, ExecWorkspace* workspace = nullptr);

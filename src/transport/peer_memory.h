@@ -48,6 +48,23 @@ class PeerMemory {
   virtual uint8_t* view(int peer, int buf, size_t offset, size_t bytes) = 0;
   virtual Status read(int peer, int buf, size_t offset, void* to, size_t bytes) = 0;
   virtual Status write(int peer, int buf, size_t offset, const void* from, size_t bytes) = 0;
+  // Many reads (or writes) of one buffer of one peer at once: a transport
+  // that goes through the kernel moves them in one system call each few
+  // hundred pieces instead of one per piece. `local` is where a read lands
+  // or where a write comes from.
+  struct Piece {
+    size_t offset;
+    uint8_t* local;
+    size_t bytes;
+  };
+  virtual Status transfer(int peer, int buf, bool to_peer, const Piece* pieces, size_t count) {
+    for (size_t i = 0; i < count; ++i) {
+      const Piece& p = pieces[i];
+      CFX_RETURN_IF_ERROR(to_peer ? write(peer, buf, p.offset, p.local, p.bytes)
+                                  : read(peer, buf, p.offset, p.local, p.bytes));
+    }
+    return Status::Ok();
+  }
 
   // Raises this rank's flag to its `signals`-th signal of the current call
   // and wakes the peers that sleep.

@@ -31,6 +31,7 @@ class ShmPeerMemory final : public PeerMemory {
   uint8_t* view(int peer, int buf, size_t offset, size_t bytes) override;
   Status read(int peer, int buf, size_t offset, void* to, size_t bytes) override;
   Status write(int peer, int buf, size_t offset, const void* from, size_t bytes) override;
+  Status transfer(int peer, int buf, bool to_peer, const Piece* pieces, size_t count) override;
   void signal(uint32_t signals) override;
   uint64_t flag(int peer) const override;
 
