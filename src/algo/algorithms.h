@@ -9,6 +9,14 @@
 
 namespace conflux::algo {
 
+// One piece of a placed exchange: `count` elements of rank src_rank's send
+// buffer from src_offset go to rank dst_rank's receive buffer at
+// dst_offset (elements of CollArgs::elem bytes).
+struct Placement {
+  int src_rank = 0, dst_rank = 0;
+  size_t src_offset = 0, dst_offset = 0, count = 0;
+};
+
 struct CollArgs {
   Coll coll = Coll::kAllReduce;
   int nranks = 1;
@@ -46,6 +54,13 @@ struct CollArgs {
   // The call is split over this many TCP channels (algo/channels.h): only
   // algorithms whose schedules split can serve it.
   int channels = 1;
+  // A placed exchange (an AlltoAllv whose pieces land at stated places, as
+  // MoE dispatch and combine need): the pieces this rank moves, or every
+  // rank's (the verifier's and the simulator's view). Which rank moves a
+  // piece is the builder's choice: placed_writes moves those it sends,
+  // placed_reads those it receives.
+  const Placement* placements = nullptr;
+  size_t placement_count = 0;
 
   int ring_rank(int pos) const;  // rank at ring position pos (mod n)
   int ring_pos(int r) const;
@@ -172,6 +187,15 @@ Schedule sparse_alltoallv(const CollArgs& a);
 // The same, one-sided: each rank reads its blocks from the peers' inputs
 // (their displacements are known), then signals it is done.
 Schedule direct_alltoallv(const CollArgs& a);
+// Placed exchanges (CollArgs::placements), one-sided on one host: each
+// piece is copied once, by the rank that sends it (placed_writes: straight
+// into the receiver's buffer) or by the rank that receives it
+// (placed_reads: straight out of the sender's). Every rank signals that its
+// buffers are published, copies once the peers it touches have, then
+// signals again and waits for every peer's second signal before returning,
+// so no peer still touches its buffers.
+Schedule placed_writes(const CollArgs& a);
+Schedule placed_reads(const CollArgs& a);
 // Barrier by flags: signal, then wait for every peer's signal.
 Schedule flag_barrier(const CollArgs& a);
 

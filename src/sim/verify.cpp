@@ -322,6 +322,14 @@ class Verifier {
       case Coll::kReduceScatter: send = n * c; recv = c; recv_base = r * c; break;
       case Coll::kAlltoAll: send = recv = n * c; break;
       case Coll::kAlltoAllv:
+        if (a.placements != nullptr) {  // a placed exchange: every rank's pieces are listed
+          for (size_t i = 0; i < a.placement_count; ++i) {
+            const algo::Placement& p = a.placements[i];
+            if (p.src_rank == r) send = std::max(send, p.src_offset + p.count);
+            if (p.dst_rank == r) recv = std::max(recv, p.dst_offset + p.count);
+          }
+          break;
+        }
         for (int j = 0; j < n_; ++j) {
           send = std::max(send, a.sdispls[j] + a.sendcounts[j]);
           recv = std::max(recv, a.rdispls[j] + a.recvcounts[j]);
@@ -991,6 +999,15 @@ class Verifier {
         each(n * c, [&](size_t e) { return Value{r * c + e % c, static_cast<uint32_t>(e / c)}; });
         break;
       case Coll::kAlltoAllv:
+        if (a.placements != nullptr) {
+          for (size_t i = 0; i < a.placement_count && ok(); ++i) {
+            const algo::Placement& p = a.placements[i];
+            if (p.dst_rank != r) continue;
+            for (size_t k = 0; k < p.count && ok(); ++k)
+              expect(r, cs, p.dst_offset + k, Value{p.src_offset + k, static_cast<uint32_t>(p.src_rank)});
+          }
+          break;
+        }
         for (int j = 0; j < n_ && ok(); ++j) {
           const CollArgs& b = ranks_[j].calls[static_cast<size_t>(&cs - ranks_[r].calls.data())].args;
           if (a.recvcounts[j] != b.sendcounts[r]) return fail("test error: AlltoAllv counts disagree");

@@ -28,7 +28,8 @@
 //    one complete run), so it does not depend on the scheduling seed;
 //  - no reads of undefined memory, no writes to the caller's send buffer
 //    out of place, slices inside their buffers, element-aligned;
-//  - outputs equal the collective's definition; for Barrier, every rank's
+//  - outputs equal the collective's definition (for a placed exchange, the
+//    listed pieces: every rank's arguments must list every rank's); for Barrier, every rank's
 //    completion transitively follows every rank's arrival.
 // The order in which ready steps run is randomised from `seed`.
 #pragma once
