@@ -46,6 +46,9 @@ struct cfxComm {
   // The tuner of this communicator once its first collective made it
   // (nullptr before, and for a single rank).
   conflux::tune::Tuner* tuner() const { return tuner_.get(); }
+  // Whether one-sided schedules reach every peer (all ranks on this host,
+  // with shared memory): the placed exchanges of the MoE layer run then.
+  bool one_sided_to_all() const;
 
   // cfxCommRegister / cfxCommDeregister: buffers whose kind every rank of a
   // call knows (registered cfxMemAlloc memory, which peers map).
@@ -88,6 +91,9 @@ struct cfxComm {
   std::chrono::steady_clock::time_point next_peer_check_{};
   std::vector<std::chrono::steady_clock::time_point> peer_gone_since_;  // by peer; {} while alive
   conflux::Status run_collective(const conflux::OpDesc& op);
+  // The tuner's schedule for op (from the cache when it was built before).
+  conflux::Result<std::shared_ptr<const conflux::algo::Schedule>> choose_schedule(const conflux::OpDesc& op,
+                                                                                 bool* registered_buffers);
   conflux::Status run_dynamic_alltoallv(const conflux::OpDesc& op);
   conflux::Status run_p2p_batch(const std::vector<const conflux::OpDesc*>& ops);
   // Makes this communicator's tuner (its constants agreed by every rank).

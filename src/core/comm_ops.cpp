@@ -439,7 +439,51 @@ Result<std::shared_ptr<const algo::Schedule>> cfxComm::schedule_for(const OpDesc
   return sched;
 }
 
+bool cfxComm::one_sided_to_all() const {
+  if (nranks_ == 1) return true;
+  if (peer_memory_ == nullptr) return false;
+  for (int p = 0; p < nranks_; ++p)
+    if (p != rank_ && !peer_memory_->reaches(p)) return false;
+  return true;
+}
+
 Status cfxComm::run_collective(const OpDesc& op) {
+  std::shared_ptr<const algo::Schedule> built = op.schedule;
+  bool registered_buffers = false;
+  if (built == nullptr) {
+    CFX_ASSIGN_OR_RETURN(built, choose_schedule(op, &registered_buffers));
+  }
+  const algo::Schedule& sched = *built;
+
+  OpSig sig = signature_of(op, ++coll_seq_);
+  sig.registered = registered_buffers ? 1 : 0;
+
+  // The context is reused call after call: its vectors keep their capacity.
+  ExecContext& ctx = call_ctx_;
+  ctx = exec_context_base_;
+  ctx.deadline = deadline_after_ms(timeout_ms_.load());
+  uint8_t* const bufs[] = {const_cast<uint8_t*>(static_cast<const uint8_t*>(op.sendbuf)), static_cast<uint8_t*>(op.recvbuf),
+                           scratch(sched.scratch_bytes), nullptr};
+  ctx.buffers.assign(std::begin(bufs), std::end(bufs));
+  ctx.sigs.assign(1, sig);
+  ctx.reduce = reduce_fn(op.dtype, op.op);
+  ctx.dtype = op.dtype;
+  ctx.op = op.op;
+  ctx.elem_size = datatype_size(op.dtype);
+  ctx.epoch = ++epoch_;
+  ctx.send_bytes = op.schedule != nullptr ? op.schedule_send_bytes : buffer_bytes(op, rank_, nranks_, true);
+  ctx.recv_bytes = op.schedule != nullptr ? op.schedule_recv_bytes : buffer_bytes(op, rank_, nranks_, false);
+  CFX_TRACE(kColl, "%s: %s, %zu steps", describe(sig).c_str(), sched.algorithm.c_str(), sched.steps.size());
+  Status st = execute(sched, ctx, &exec_ws_);
+  if (!st.ok()) return st.prepend(describe(sig) + " [" + sched.algorithm + "]: ");
+  if (op.op == cfxAvg) {
+    size_t n = reduced_elements(op, rank_);
+    if (n > 0) finalize_avg(op.recvbuf, n, op.dtype, nranks_);
+  }
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<const algo::Schedule>> cfxComm::choose_schedule(const OpDesc& op, bool* registered_buffers) {
   const Config& cfg = config();
   if (tuner_ == nullptr && nranks_ > 1 && !agreeing_) CFX_RETURN_IF_ERROR(make_tuner());
   tune::Tuner* tuner = agreeing_ ? nullptr : tuner_.get();
@@ -459,35 +503,8 @@ Status cfxComm::run_collective(const OpDesc& op) {
     call_bytes *= static_cast<size_t>(nranks_);
   const int channels = !channel_link_ptrs_.empty() && call_bytes >= channel_min_bytes_ ? tcp_channels_ : 1;
   key.channels = op.count >= static_cast<size_t>(channels) ? channels : 1;
-  CFX_ASSIGN_OR_RETURN(std::shared_ptr<const algo::Schedule> built, schedule_for(op, tuner, key));
-  const algo::Schedule& sched = *built;
-
-  OpSig sig = signature_of(op, ++coll_seq_);
-  sig.registered = key.registered ? 1 : 0;
-
-  // The context is reused call after call: its vectors keep their capacity.
-  ExecContext& ctx = call_ctx_;
-  ctx = exec_context_base_;
-  ctx.deadline = deadline_after_ms(timeout_ms_.load());
-  uint8_t* const bufs[] = {const_cast<uint8_t*>(static_cast<const uint8_t*>(op.sendbuf)), static_cast<uint8_t*>(op.recvbuf),
-                           scratch(sched.scratch_bytes), nullptr};
-  ctx.buffers.assign(std::begin(bufs), std::end(bufs));
-  ctx.sigs.assign(1, sig);
-  ctx.reduce = reduce_fn(op.dtype, op.op);
-  ctx.dtype = op.dtype;
-  ctx.op = op.op;
-  ctx.elem_size = key.elem;
-  ctx.epoch = ++epoch_;
-  ctx.send_bytes = buffer_bytes(op, rank_, nranks_, true);
-  ctx.recv_bytes = buffer_bytes(op, rank_, nranks_, false);
-  CFX_TRACE(kColl, "%s: %s, %zu steps", describe(sig).c_str(), sched.algorithm.c_str(), sched.steps.size());
-  Status st = execute(sched, ctx, &exec_ws_);
-  if (!st.ok()) return st.prepend(describe(sig) + " [" + sched.algorithm + "]: ");
-  if (op.op == cfxAvg) {
-    size_t n = reduced_elements(op, rank_);
-    if (n > 0) finalize_avg(op.recvbuf, n, op.dtype, nranks_);
-  }
-  return Status::Ok();
+  *registered_buffers = key.registered;
+  return schedule_for(op, tuner, key);
 }
 
 Status cfxComm::run_p2p_batch(const std::vector<const OpDesc*>& ops) {

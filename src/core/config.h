@@ -45,6 +45,9 @@ struct Config {
   // CONFLUX_SHM_COLL=0 turns the one-sided intra-host algorithms (eager,
   // direct, ...) off: same-host ranks then only exchange messages.
   bool shm_collectives = true;
+  // CONFLUX_MOE_PLACED=0: the MoE layer exchanges rows by messages even
+  // where one-sided copies reach every rank (for comparing the two paths).
+  bool moe_placed = true;
   size_t shm_staging_bytes = 64 * 1024;  // CONFLUX_SHM_STAGING_SIZE: each half of a rank's staging area
   // The cost model: CONFLUX_TUNE=0 turns it off (the first usable algorithm).
   bool tune = true;

@@ -1,6 +1,7 @@
 // MoE dispatch and combine (cfxMoe*): see core/moe.h.
 #include "core/moe.h"
 
+#include "core/config.h"
 #include "core/half.h"
 #include "core/log.h"
 #include "core/moe_rows.h"
@@ -13,12 +14,9 @@
 #include <string>
 
 using namespace conflux;
+using namespace conflux::moe;
 
-namespace {
-
-// What a dispatch found wrong on a rank, gathered with its counts so that
-// every rank fails alike: kind << 56 | value << 24 | token.
-enum BadKind : uint64_t { kNoProblem = 0, kExpertOutOfRange = 1, kTooManyTokens = 2 };
+namespace conflux::moe {
 
 uint64_t bad_word(BadKind kind, uint64_t value, uint64_t token) {
   return static_cast<uint64_t>(kind) << 56 | (value & 0xffffffffu) << 24 | (token & 0xffffffu);
@@ -40,18 +38,6 @@ void store(void* base, size_t i, float v, cfxDataType_t t) {
   }
 }
 
-size_t aligned(size_t rows, size_t alignment) {
-  return alignment > 1 ? (rows + alignment - 1) / alignment * alignment : rows;
-}
-
-// A record of one token sent to one rank: how many of that rank's experts
-// it goes to, then (expert, weight) for each.
-struct RecordTarget {
-  int32_t expert;
-  float weight;
-};
-
-// Runs the communicator's operation under the layer's deadline.
 Status run_op(cfxMoe* moe, OpDesc op) {
   cfxComm* comm = moe->comm;
   const int64_t saved = comm->timeout_ms();
@@ -62,6 +48,56 @@ Status run_op(cfxMoe* moe, OpDesc op) {
   if (moe->config.timeout_ms > 0) comm->set_timeout_ms(saved);
   return st;
 }
+
+Status check_dispatch_words(const cfxMoe& moe, const std::vector<uint64_t>& all, size_t stride, size_t rows_at,
+                            std::vector<size_t>* kept) {
+  const cfxMoeConfig_t& c = moe.config;
+  const size_t n = static_cast<size_t>(moe.comm->nranks()), E = static_cast<size_t>(c.num_experts);
+  for (size_t s = 0; s < n; ++s) {
+    const uint64_t p = all[s * stride];
+    const uint64_t kind = p >> 56, value = (p >> 24) & 0xffffffffu, token = p & 0xffffffu;
+    if (kind == kExpertOutOfRange)
+      return invalid_argument("cfxMoeDispatch: rank " + std::to_string(s) + "'s token " + std::to_string(token) +
+                              " routes to expert " + std::to_string(static_cast<int32_t>(value)) +
+                              ", out of range [0, " + std::to_string(E) + ")");
+    if (kind == kTooManyTokens)
+      return invalid_argument("cfxMoeDispatch: rank " + std::to_string(s) + " dispatches " + std::to_string(token) +
+                              " tokens, more than max_tokens_per_rank " + std::to_string(value));
+  }
+  uint64_t pairs = 0;
+  std::vector<uint64_t> per_expert(E, 0);
+  for (size_t s = 0; s < n; ++s)
+    for (size_t e = 0; e < E; ++e) per_expert[e] += all[s * stride + rows_at + e];
+  for (uint64_t v : per_expert) pairs += v;
+  // Capacity: dropless, or each expert keeps at most capacity_factor times its even share.
+  const uint64_t cap = c.capacity_factor > 0
+                           ? static_cast<uint64_t>(std::ceil(c.capacity_factor * static_cast<double>(pairs) / E))
+                           : UINT64_MAX;
+  kept->assign(E, 0);
+  for (size_t e = 0; e < E; ++e) (*kept)[e] = std::min(per_expert[e], cap);
+  for (size_t q = 0; q < n; ++q) {
+    size_t rows_q = 0;
+    for (size_t e = 0; e < E; ++e)
+      if (moe.expert_rank[e] == static_cast<int>(q)) rows_q += aligned((*kept)[e], c.expert_alignment);
+    const uint64_t capacity = all[q * stride + 1];  // UINT64_MAX: the library keeps the rows itself
+    if (rows_q > capacity)
+      return invalid_usage("cfxMoeDispatch: rank " + std::to_string(q) + "'s experts receive " + std::to_string(rows_q) +
+                           " rows but its expert_capacity_rows is " + std::to_string(capacity) +
+                           (c.capacity_factor > 0 ? "" : " (dropless)"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace conflux::moe
+
+namespace {
+
+// A record of one token sent to one rank: how many of that rank's experts
+// it goes to, then (expert, weight) for each.
+struct RecordTarget {
+  int32_t expert;
+  float weight;
+};
 
 // An AlltoAllv of bytes whose whole traffic every rank knows: `matrix`
 // [s * n + d] is what rank s sends rank d, in `unit` bytes; blocks are
@@ -136,11 +172,12 @@ std::vector<uint64_t> fingerprint(const cfxMoe& m) {
   const cfxMoeConfig_t& c = m.config;
   return {static_cast<uint64_t>(c.num_experts), static_cast<uint64_t>(c.top_k), c.hidden,
           static_cast<uint64_t>(c.datatype), c.max_tokens_per_rank, std::bit_cast<uint64_t>(c.capacity_factor),
-          c.expert_alignment, map};
+          c.expert_alignment, map, m.placed ? 1u : 0u};
 }
 
-const char* kFieldNames[] = {"num_experts", "top_k", "hidden", "datatype", "max_tokens_per_rank",
-                             "capacity_factor", "expert_alignment", "expert_to_rank"};
+const char* kFieldNames[] = {"num_experts",      "top_k",          "hidden",
+                             "datatype",         "max_tokens_per_rank", "capacity_factor",
+                             "expert_alignment", "expert_to_rank", "row exchange (1: placed; CONFLUX_MOE_PLACED)"};
 
 Status create(cfxMoe_t* out, const cfxMoeConfig_t* config, cfxComm* comm) {
   if (out == nullptr) return invalid_argument("cfxMoeCreate: moe is NULL");
@@ -163,6 +200,8 @@ Status create(cfxMoe_t* out, const cfxMoeConfig_t* config, cfxComm* comm) {
       moe->local_index[e] = static_cast<int>(moe->local_experts.size());
       moe->local_experts.push_back(e);
     }
+  // Rows are copied once, one-sided, where every rank reaches the others' memory.
+  moe->placed = comm->one_sided_to_all() && conflux::config().moe_placed && conflux::config().shm_collectives;
   moe->elem = datatype_size(config->datatype);
   moe->row_bytes = moe->elem * config->hidden;
   // Every rank's configuration, compared with every other's: a rank that
@@ -195,6 +234,9 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
     return bad("tokens, topk_idx or topk_weights is NULL");
   if (!moe->local_experts.empty() && tokens_per_expert == nullptr && expert_tokens != nullptr)
     return bad("tokens_per_expert is NULL");
+  if (moe->placed)
+    return placed_dispatch(moe, tokens, ntokens, topk_idx, topk_weights, expert_tokens, capacity_rows,
+                           tokens_per_expert, handle_out);
   cfxComm* comm = moe->comm;
   const cfxMoeConfig_t& c = moe->config;
   const size_t n = static_cast<size_t>(comm->nranks()), k = static_cast<size_t>(c.top_k),
@@ -277,41 +319,11 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
   for (size_t d = 0; d < n; ++d) x.extra.push_back(problem == kNoProblem ? out[d].size() : 0);
   x.extra.insert(x.extra.end(), rows_for.begin(), rows_for.end());
   Bytes& recv = moe->recv_scratch;
-  std::vector<size_t> kept(E);
+  std::vector<size_t> kept;
   const size_t nextra = x.extra.size();
   const int me = comm->rank();
   x.decide = [&](const std::vector<uint64_t>& all, size_t recv_bytes) -> Result<void*> {
-    for (size_t s = 0; s < n; ++s) {
-      const uint64_t p = all[s * nextra];
-      const uint64_t kind = p >> 56, value = (p >> 24) & 0xffffffffu, token = p & 0xffffffu;
-      if (kind == kExpertOutOfRange)
-        return invalid_argument("cfxMoeDispatch: rank " + std::to_string(s) + "'s token " + std::to_string(token) +
-                                " routes to expert " + std::to_string(static_cast<int32_t>(value)) +
-                                ", out of range [0, " + std::to_string(E) + ")");
-      if (kind == kTooManyTokens)
-        return invalid_argument("cfxMoeDispatch: rank " + std::to_string(s) + " dispatches " + std::to_string(token) +
-                                " tokens, more than max_tokens_per_rank " + std::to_string(value));
-    }
-    uint64_t pairs = 0;
-    std::vector<uint64_t> per_expert(E, 0);
-    for (size_t s = 0; s < n; ++s)
-      for (size_t e = 0; e < E; ++e) per_expert[e] += all[s * nextra + 2 + 2 * n + e];
-    for (uint64_t v : per_expert) pairs += v;
-    // Capacity: dropless, or each expert keeps at most capacity_factor times its even share.
-    const uint64_t cap = c.capacity_factor > 0
-                             ? static_cast<uint64_t>(std::ceil(c.capacity_factor * static_cast<double>(pairs) / E))
-                             : UINT64_MAX;
-    for (size_t e = 0; e < E; ++e) kept[e] = std::min(per_expert[e], cap);
-    for (size_t q = 0; q < n; ++q) {
-      size_t rows_q = 0;
-      for (size_t e = 0; e < E; ++e)
-        if (moe->expert_rank[e] == static_cast<int>(q)) rows_q += aligned(kept[e], c.expert_alignment);
-      const uint64_t capacity = all[q * nextra + 1];  // UINT64_MAX: the library keeps the rows itself
-      if (rows_q > capacity)
-        return invalid_usage("cfxMoeDispatch: rank " + std::to_string(q) + "'s experts receive " +
-                             std::to_string(rows_q) + " rows but its expert_capacity_rows is " + std::to_string(capacity) +
-                             (c.capacity_factor > 0 ? "" : " (dropless)"));
-    }
+    CFX_RETURN_IF_ERROR(check_dispatch_words(*moe, all, nextra, 2 + 2 * n, &kept));
     h->pair_matrix.resize(n * n);
     h->record_matrix.resize(n * n);
     for (size_t s = 0; s < n; ++s)
@@ -451,6 +463,7 @@ Status return_rows(cfxMoeHandle* h, const void* expert_out, Bytes* recv, std::ve
 
 Status combine(cfxMoeHandle* h, const void* expert_out, const float* weights, bool use_handle_weights,
                void* tokens_out, bool rows_only) {
+  if (h->placed) return placed_combine(h, expert_out, weights, use_handle_weights, tokens_out, rows_only);
   cfxMoe* moe = h->moe;
   const cfxMoeConfig_t& c = moe->config;
   const size_t k = static_cast<size_t>(c.top_k), hidden = c.hidden, row = moe->row_bytes;
@@ -482,6 +495,7 @@ Status combine(cfxMoeHandle* h, const void* expert_out, const float* weights, bo
 }
 
 Status replay(cfxMoeHandle* h, const void* tokens, void* expert_tokens, bool scale) {
+  if (h->placed) return placed_replay(h, tokens, expert_tokens, scale);
   cfxMoe* moe = h->moe;
   const cfxMoeConfig_t& c = moe->config;
   const size_t n = h->sent.size(), row = moe->row_bytes;

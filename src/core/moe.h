@@ -9,9 +9,17 @@
 // capacity alike before data moves and the receive buffer is sized to what
 // arrives. Combine returns each (token, expert) row and the token's rank
 // adds them in j order, so the result does not depend on where experts live.
+//
+// When every rank shares one host (one-sided peer memory to all), the
+// layer takes the placed path instead (core/moe_placed.cpp): only the
+// counts are exchanged, every rank computes where each of its rows lands,
+// and the rows are copied once, straight from the tokens into the experts'
+// blocks (dispatch) and from the experts' outputs to the token's rank
+// (combine), as placed exchanges (algo::placed_writes / placed_reads).
 #pragma once
 
 #include "core/comm.h"
+#include "core/op.h"
 
 #include <conflux/conflux.h>
 
@@ -52,6 +60,7 @@ struct cfxMoe {
   std::vector<int> local_experts;  // this rank's, ascending
   std::vector<int> local_index;    // by expert id: its index among this rank's, or -1
   size_t elem = 0, row_bytes = 0;
+  bool placed = false;  // rows move by the placed path (core/moe_placed.cpp)
   // Scratch kept from call to call: buffers of a few MiB, allocated afresh
   // each call, cost page faults on every byte.
   conflux::Bytes send_scratch, recv_scratch;
@@ -61,6 +70,13 @@ struct cfxMoe {
 struct cfxMoeHandle {
   cfxMoe* moe = nullptr;
   size_t ntokens = 0;
+  // The placed path: for pair p, the row of its destination rank's expert
+  // block it went to (-1: dropped), and the schedules of its exchanges,
+  // built once from the routing and kept for combine and replays.
+  bool placed = false;
+  std::vector<int64_t> pair_row;
+  std::shared_ptr<const conflux::algo::Schedule> dispatch_schedule, combine_schedule;
+  size_t remote_pairs = 0;  // pairs whose expert is on another rank (combine's receive rows)
   // Token side. For pair p = t * top_k + j: the rank it went to and its
   // position among the rows that rank returns in combine (-1: none, e.g.
   // an expert id that was dropped).
@@ -88,3 +104,40 @@ struct cfxMoeHandle {
   conflux::Bytes owned_rows;  // expert rows, when the caller gave no buffer
   size_t wire_bytes = 0, received_bytes = 0, committed_bytes = 0;  // cfxMoeStats
 };
+
+namespace conflux::moe {
+
+// What a dispatch found wrong on a rank, gathered with its counts so that
+// every rank fails alike: kind << 56 | value << 24 | token.
+enum BadKind : uint64_t { kNoProblem = 0, kExpertOutOfRange = 1, kTooManyTokens = 2 };
+uint64_t bad_word(BadKind kind, uint64_t value, uint64_t token);
+
+inline size_t aligned(size_t rows, size_t alignment) {
+  return alignment > 1 ? (rows + alignment - 1) / alignment * alignment : rows;
+}
+
+// Element i of a row of the layer's datatype, as float, and back (rounded).
+float load(const void* base, size_t i, cfxDataType_t t);
+void store(void* base, size_t i, float v, cfxDataType_t t);
+
+// Runs the communicator's operation under the layer's deadline.
+Status run_op(cfxMoe* moe, OpDesc op);
+
+// Every rank's dispatch words, each rank's `stride` words from all[s *
+// stride]: its problem word at 0, its expert_capacity_rows at 1
+// (UINT64_MAX: the layer keeps the rows) and its rows per expert from
+// `rows_at`. Fails alike on every rank for a problem or an overflow;
+// otherwise gives the rows each expert keeps under the capacity policy.
+Status check_dispatch_words(const cfxMoe& moe, const std::vector<uint64_t>& all, size_t stride, size_t rows_at,
+                            std::vector<size_t>* kept);
+
+// The placed path (core/moe_placed.cpp), for communicators whose ranks all
+// reach each other's memory.
+Status placed_dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* topk_idx,
+                       const float* topk_weights, void* expert_tokens, size_t capacity_rows,
+                       size_t tokens_per_expert[], cfxMoeHandle_t* handle_out);
+Status placed_combine(cfxMoeHandle* h, const void* expert_out, const float* weights, bool use_handle_weights,
+                      void* tokens_out, bool rows_only);
+Status placed_replay(cfxMoeHandle* h, const void* tokens, void* expert_tokens, bool scale);
+
+}  // namespace conflux::moe

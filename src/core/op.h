@@ -6,7 +6,12 @@
 #include "core/status.h"
 
 #include <functional>
+#include <memory>
 #include <vector>
+
+namespace conflux::algo {
+struct Schedule;
+}
 
 namespace conflux {
 
@@ -42,6 +47,13 @@ struct OpDesc {
   int stage = 0;
   std::vector<size_t> all_sendcounts, all_sdispls, all_rdispls;
   DynamicExchange* exchange = nullptr;  // a library-driven dynamic AlltoAllv
+
+  // A schedule the library built for this call from what every rank knows
+  // (the MoE layer's placed exchanges, algo::placed_writes/placed_reads):
+  // run as it is, signed as an AlltoAllv stage, with these extents of the
+  // send and receive buffers published to one-sided peers.
+  std::shared_ptr<const algo::Schedule> schedule;
+  size_t schedule_send_bytes = 0, schedule_recv_bytes = 0;
 
   bool is_p2p() const { return coll == Coll::kSend || coll == Coll::kRecv; }
 };

@@ -230,10 +230,8 @@ cfxMoeConfig_t config_of(const MoeSetup& s) {
 
 class MoeLayer : public ::testing::TestWithParam<MoeSetup> {};
 
-TEST_P(MoeLayer, MatchesTheReference) {
-  const MoeSetup s = GetParam();
-  RunOptions opts;
-  opts.env = {{"CONFLUX_TIMEOUT", "60"}, {"CONFLUX_CHUNK_SIZE", "256"}};
+// Four rounds of dispatch, combine and their variants against the reference.
+void expect_rounds_match(const MoeSetup& s, RunOptions opts) {
   auto body = [s](cfxComm_t comm, int rank, int) -> std::string {
     cfxMoeConfig_t c = config_of(s);
     cfxMoe_t moe = nullptr;
@@ -244,6 +242,20 @@ TEST_P(MoeLayer, MatchesTheReference) {
     return err;
   };
   EXPECT_EQ(summarize(run_ranks(s.nranks, body, opts)), "");
+}
+
+// On one host rows are placed one-sided by default.
+TEST_P(MoeLayer, MatchesTheReference) {
+  RunOptions opts;
+  opts.env = {{"CONFLUX_TIMEOUT", "60"}, {"CONFLUX_CHUNK_SIZE", "256"}};
+  expect_rounds_match(GetParam(), opts);
+}
+
+// The message path, which multi-host communicators take, on the same layouts.
+TEST_P(MoeLayer, MatchesTheReferenceByMessages) {
+  RunOptions opts;
+  opts.env = {{"CONFLUX_TIMEOUT", "60"}, {"CONFLUX_CHUNK_SIZE", "256"}, {"CONFLUX_MOE_PLACED", "0"}};
+  expect_rounds_match(GetParam(), opts);
 }
 
 std::string setup_name(const ::testing::TestParamInfo<MoeSetup>& info) {
