@@ -3,12 +3,14 @@
 // blocks bit-exact, combine equal to the float sum in j order, the backward
 // helpers, the capacity policy, and the bad inputs (each failing on every
 // rank with the culprit named).
+#include "core/config.h"
 #include "core/half.h"
 #include "support/mp_harness.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <unistd.h>
@@ -303,6 +305,28 @@ TEST(MoeBadInput, ConfigsThatDifferAreNamedAtCreate) {
     return moe == nullptr ? "" : "a moe was made";
   };
   EXPECT_EQ(summarize(run_ranks(3, body, {})), "");
+}
+
+TEST(MoeBadInput, RanksThatDisagreeOnTheRowExchangeAreNamedAtCreate) {
+  // Rank 1 asks for the message path, the others place rows one-sided:
+  // they would wait on each other's different steps.
+  RunOptions opts;
+  opts.init_comm = false;
+  auto body = [](cfxComm_t, int rank, int n) -> std::string {
+    setenv("CONFLUX_MOE_PLACED", rank == 1 ? "0" : "1", 1);
+    conflux::reload_config();
+    cfxComm_t comm = nullptr;
+    if (cfxCommInitRank(&comm, n, current_unique_id(), rank) != cfxSuccess) return "init failed";
+    cfxMoeConfig_t c = config_of(MoeSetup{3, 6, 2, 4});
+    cfxMoe_t moe = nullptr;
+    const cfxResult_t r = cfxMoeCreate(&moe, &c, comm);
+    const std::string err = cfxGetLastError(comm);
+    cfxCommDestroy(comm);
+    if (r != cfxInvalidUsage || err.find("rank 1's row exchange") == std::string::npos)
+      return "expected a mismatch naming rank 1's row exchange, got " + std::string(cfxGetErrorString(r)) + ": " + err;
+    return moe == nullptr ? "" : "a moe was made";
+  };
+  EXPECT_EQ(summarize(run_ranks(3, body, opts)), "");
 }
 
 TEST(MoeBadInput, BadConfigsAreRefused) {
