@@ -88,6 +88,25 @@ Status check_dispatch_words(const cfxMoe& moe, const std::vector<uint64_t>& all,
   return Status::Ok();
 }
 
+void sum_rows(const cfxMoeHandle& h, const uint8_t* const* rows, const float* weights, bool use_handle_weights,
+              void* tokens_out) {
+  const cfxMoeConfig_t& c = h.moe->config;
+  const size_t k = static_cast<size_t>(c.top_k), hidden = c.hidden, row = h.moe->row_bytes;
+  std::vector<float> acc(hidden);
+  const MoeAccumulateFn accumulate = moe_accumulate_for(c.datatype);
+  const MoeStoreFn store_out = moe_store_for(c.datatype);
+  for (size_t t = 0; t < h.ntokens; ++t) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (size_t j = 0; j < k; ++j) {
+      const size_t p = t * k + j;
+      if (rows[p] == nullptr) continue;
+      const float w = use_handle_weights ? h.pair_weight[p] : (weights != nullptr ? weights[p] : 1.0f);
+      accumulate(acc.data(), rows[p], w, hidden);
+    }
+    store_out(static_cast<uint8_t*>(tokens_out) + t * row, acc.data(), hidden);
+  }
+}
+
 }  // namespace conflux::moe
 
 namespace {
@@ -466,31 +485,24 @@ Status combine(cfxMoeHandle* h, const void* expert_out, const float* weights, bo
   if (h->placed) return placed_combine(h, expert_out, weights, use_handle_weights, tokens_out, rows_only);
   cfxMoe* moe = h->moe;
   const cfxMoeConfig_t& c = moe->config;
-  const size_t k = static_cast<size_t>(c.top_k), hidden = c.hidden, row = moe->row_bytes;
+  const size_t k = static_cast<size_t>(c.top_k), row = moe->row_bytes;
   Bytes& recv = moe->recv_scratch;
   std::vector<size_t> rd;
   CFX_RETURN_IF_ERROR(return_rows(h, expert_out, &recv, &rd));
-  std::vector<float> acc(hidden);
-  const MoeAccumulateFn accumulate = moe_accumulate_for(c.datatype);
-  const MoeStoreFn store_out = moe_store_for(c.datatype);
-  for (size_t t = 0; t < h->ntokens; ++t) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (size_t j = 0; j < k; ++j) {
-      const size_t p = t * k + j;
-      const int32_t q = h->pair_rank[p];
-      const uint8_t* src = q >= 0 ? recv.data() + rd[static_cast<size_t>(q)] + h->pair_slot[p] * row : nullptr;
-      if (rows_only) {
-        uint8_t* dst = static_cast<uint8_t*>(tokens_out) + p * row;
-        if (src != nullptr) std::memcpy(dst, src, row);
-        else std::memset(dst, 0, row);
-        continue;
-      }
-      if (src == nullptr) continue;
-      const float w = use_handle_weights ? h->pair_weight[p] : (weights != nullptr ? weights[p] : 1.0f);
-      accumulate(acc.data(), src, w, hidden);
-    }
-    if (!rows_only) store_out(static_cast<uint8_t*>(tokens_out) + t * row, acc.data(), hidden);
+  std::vector<const uint8_t*> rows(h->ntokens * k);
+  for (size_t p = 0; p < rows.size(); ++p) {
+    const int32_t q = h->pair_rank[p];
+    rows[p] = q >= 0 ? recv.data() + rd[static_cast<size_t>(q)] + h->pair_slot[p] * row : nullptr;
   }
+  if (rows_only) {
+    for (size_t p = 0; p < rows.size(); ++p) {
+      uint8_t* dst = static_cast<uint8_t*>(tokens_out) + p * row;
+      if (rows[p] != nullptr) std::memcpy(dst, rows[p], row);
+      else std::memset(dst, 0, row);
+    }
+    return Status::Ok();
+  }
+  sum_rows(*h, rows.data(), weights, use_handle_weights, tokens_out);
   return Status::Ok();
 }
 

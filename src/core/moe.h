@@ -120,6 +120,12 @@ inline size_t aligned(size_t rows, size_t alignment) {
 float load(const void* base, size_t i, cfxDataType_t t);
 void store(void* base, size_t i, float v, cfxDataType_t t);
 
+// Combine's sum: tokens_out[t] = sum over j, in order, of pair t*k+j's
+// weight times its row rows[t*k+j] (nullptr: dropped, contributes
+// nothing), accumulated in float and rounded once to the datatype.
+void sum_rows(const cfxMoeHandle& h, const uint8_t* const* rows, const float* weights, bool use_handle_weights,
+              void* tokens_out);
+
 // Runs the communicator's operation under the layer's deadline.
 Status run_op(cfxMoe* moe, OpDesc op);
 

@@ -12,7 +12,6 @@
 #include "algo/algorithms.h"
 #include "core/log.h"
 #include "core/moe.h"
-#include "core/moe_rows.h"
 
 #include <algorithm>
 #include <cstring>
@@ -171,8 +170,7 @@ Status placed_dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const in
 Status placed_combine(cfxMoeHandle* h, const void* expert_out, const float* weights, bool use_handle_weights,
                       void* tokens_out, bool rows_only) {
   cfxMoe* moe = h->moe;
-  const cfxMoeConfig_t& c = moe->config;
-  const size_t k = static_cast<size_t>(c.top_k), hidden = c.hidden, row = moe->row_bytes;
+  const size_t row = moe->row_bytes;
   const int me = moe->comm->rank();
   if (h->expert_rows > 0 && expert_out == nullptr) return invalid_argument("cfxMoeCombine: expert_out is NULL");
   if (h->ntokens > 0 && tokens_out == nullptr) return invalid_argument("cfxMoeCombine: tokens_out is NULL");
@@ -205,21 +203,11 @@ Status placed_combine(cfxMoeHandle* h, const void* expert_out, const float* weig
   h->wire_bytes += h->remote_pairs * row;
   h->received_bytes += h->remote_pairs * row;
   h->committed_bytes += h->remote_pairs * row;
-  std::vector<float> acc(hidden);
-  const MoeAccumulateFn accumulate = moe_accumulate_for(c.datatype);
-  const MoeStoreFn store_out = moe_store_for(c.datatype);
-  for (size_t t = 0; t < h->ntokens; ++t) {
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (size_t j = 0; j < k; ++j) {
-      const size_t p = t * k + j;
-      if (h->pair_row[p] < 0) continue;  // dropped: contributes nothing
-      const uint8_t* src =
-          h->pair_rank[p] == me ? experts + h->pair_row[p] * row : recv.data() + size_t{h->pair_slot[p]} * row;
-      const float w = use_handle_weights ? h->pair_weight[p] : (weights != nullptr ? weights[p] : 1.0f);
-      accumulate(acc.data(), src, w, hidden);
-    }
-    store_out(static_cast<uint8_t*>(tokens_out) + t * row, acc.data(), hidden);
-  }
+  std::vector<const uint8_t*> rows(h->pair_row.size(), nullptr);  // dropped pairs stay nullptr
+  for (size_t p = 0; p < rows.size(); ++p)
+    if (h->pair_row[p] >= 0)
+      rows[p] = h->pair_rank[p] == me ? experts + h->pair_row[p] * row : recv.data() + size_t{h->pair_slot[p]} * row;
+  sum_rows(*h, rows.data(), weights, use_handle_weights, tokens_out);
   return Status::Ok();
 }
 
