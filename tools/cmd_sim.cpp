@@ -64,7 +64,7 @@ int run_moe_sim(const SimOptionsCli& o) {
               source.c_str());
   std::printf("# %zu tokens per rank, hidden %zu x %zu B, %d experts (blocked), top-%d, routing %s\n", o.tokens,
               o.hidden, o.elem_bytes, o.experts, o.top_k, o.routing.c_str());
-  auto p = sim::predict_moe(m, traffic, o.max_steps);
+  auto p = sim::predict_moe(m, r, traffic, o.max_steps);
   if (!p.ok()) {
     std::fprintf(stderr, "conflux sim: %s\n", p.status().message().c_str());
     return 1;
@@ -73,6 +73,9 @@ int run_moe_sim(const SimOptionsCli& o) {
   std::printf("#%13s %16s %16s %13s %13s %15s\n", "path", "dispatch net MiB", "combine net MiB", "dispatch us",
               "combine us", "round trip us");
   const double flat = p->flat_dispatch_us + p->flat_combine_us, hier = p->hier_dispatch_us + p->hier_combine_us;
+  if (!traffic.placed_dispatch.empty())  // one host: what the layer runs
+    std::printf("%14s %16.2f %16.2f %13.1f %13.1f %15.1f\n", "placed", 0.0, 0.0, p->placed_dispatch_us,
+                p->placed_combine_us, p->placed_dispatch_us + p->placed_combine_us);
   std::printf("%14s %16.2f %16.2f %13.1f %13.1f %15.1f\n", "flat", traffic.flat_dispatch.network_bytes * mib,
               traffic.flat_combine.network_bytes * mib, p->flat_dispatch_us, p->flat_combine_us, flat);
   std::printf("%14s %16.2f %16.2f %13.1f %13.1f %15.1f\n", "hierarchical",
@@ -86,10 +89,17 @@ int run_moe_sim(const SimOptionsCli& o) {
   std::printf("%14s %16.2f %16.2f %13.1f %13.1f %15.1f\n", "hier+flat",
               (traffic.hier_dispatch_net.network_bytes + traffic.hier_dispatch_host.network_bytes) * mib,
               traffic.flat_combine.network_bytes * mib, p->hier_dispatch_us, p->flat_combine_us, mixed);
-  const double best = std::min({flat, hier, mixed});
+  const double placed = traffic.placed_dispatch.empty() ? 1e300 : p->placed_dispatch_us + p->placed_combine_us;
+  const double best = std::min({flat, hier, mixed, placed});
   std::printf("# fastest: %s (%.2fx the flat round trip)\n",
-              best == flat ? "flat" : best == hier ? "hierarchical" : "hier+flat (hierarchical dispatch, flat combine)",
+              best == placed ? "placed"
+              : best == flat ? "flat"
+              : best == hier ? "hierarchical"
+                             : "hier+flat (hierarchical dispatch, flat combine)",
               flat / best);
+  std::printf("# the layer runs: %s\n", traffic.placed_dispatch.empty()
+                                             ? "flat (its message path; the hierarchical paths are priced, not built)"
+                                             : "placed (one host)");
   return 0;
 }
 

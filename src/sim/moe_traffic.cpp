@@ -25,6 +25,30 @@ void add(MoeExchange& x, const ClusterModel& m, int s, int d, size_t bytes) {
   if (host_of(m, s) != host_of(m, d)) x.network_bytes += bytes;
 }
 
+// The placed path's rows: each expert's block on its rank holds its rows
+// in (source rank, token) order; combine returns pair p of rank s to row
+// p of s's receive rows.
+void place_rows(const MoeRouting& r, int n, MoeTraffic* t) {
+  const size_t E = r.expert_rank.size(), k = static_cast<size_t>(r.top_k);
+  std::vector<size_t> per_expert(E, 0), start(E, 0), rows(static_cast<size_t>(n), 0);
+  for (const auto& ex : r.experts)
+    for (int32_t e : ex) ++per_expert[static_cast<size_t>(e)];
+  for (size_t e = 0; e < E; ++e) {
+    start[e] = rows[static_cast<size_t>(r.expert_rank[e])];
+    rows[static_cast<size_t>(r.expert_rank[e])] += per_expert[e];
+  }
+  for (int s = 0; s < n && s < static_cast<int>(r.experts.size()); ++s) {
+    const std::vector<int32_t>& ex = r.experts[static_cast<size_t>(s)];
+    for (size_t p = 0; p < ex.size(); ++p) {
+      const size_t e = static_cast<size_t>(ex[p]);
+      const int d = r.expert_rank[e];
+      const size_t row = start[e]++;
+      t->placed_dispatch.push_back({s, d, p / k, row, 1});
+      if (d != s) t->placed_combine.push_back({d, s, row, p, 1});
+    }
+  }
+}
+
 }  // namespace
 
 MoeTraffic moe_traffic(const MoeRouting& r, const ClusterModel& m) {
@@ -71,6 +95,7 @@ MoeTraffic moe_traffic(const MoeRouting& r, const ClusterModel& m) {
       for (int d : ranks_hit) targets_on[static_cast<size_t>(d)] = 0;
     }
   }
+  if (ranks_on.size() == 1) place_rows(r, n, &t);
   return t;
 }
 
@@ -100,10 +125,28 @@ Result<double> simulate_exchange(const ClusterModel& m, const MoeExchange& x, si
   return res.time_us;
 }
 
+Result<double> simulate_placed(const ClusterModel& m, const MoeRouting& r, const std::vector<algo::Placement>& pl,
+                               bool writes, size_t max_steps) {
+  algo::CollArgs a;
+  a.coll = Coll::kAlltoAllv;
+  a.nranks = m.nranks;
+  a.elem = r.row_bytes;
+  a.placements = pl.data();
+  a.placement_count = pl.size();
+  SimOptions opt;
+  opt.max_steps = max_steps;
+  CFX_ASSIGN_OR_RETURN(SimResult res, simulate(m, a, writes ? algo::placed_writes : algo::placed_reads, opt));
+  return res.time_us;
+}
+
 }  // namespace
 
-Result<MoePrediction> predict_moe(const ClusterModel& m, const MoeTraffic& t, size_t max_steps) {
+Result<MoePrediction> predict_moe(const ClusterModel& m, const MoeRouting& r, const MoeTraffic& t, size_t max_steps) {
   MoePrediction p;
+  if (!t.placed_dispatch.empty()) {
+    CFX_ASSIGN_OR_RETURN(p.placed_dispatch_us, simulate_placed(m, r, t.placed_dispatch, true, max_steps));
+    CFX_ASSIGN_OR_RETURN(p.placed_combine_us, simulate_placed(m, r, t.placed_combine, false, max_steps));
+  }
   CFX_ASSIGN_OR_RETURN(p.flat_dispatch_us, simulate_exchange(m, t.flat_dispatch, max_steps));
   CFX_ASSIGN_OR_RETURN(p.flat_combine_us, simulate_exchange(m, t.flat_combine, max_steps));
   CFX_ASSIGN_OR_RETURN(double a, simulate_exchange(m, t.hier_dispatch_net, max_steps));

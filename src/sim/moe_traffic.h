@@ -14,6 +14,7 @@
 // it is a prediction of a design, not the layer's contract of j-order sums.
 #pragma once
 
+#include "algo/algorithms.h"
 #include "core/status.h"
 #include "sim/sim_model.h"
 
@@ -38,6 +39,11 @@ struct MoeExchange {
 };
 
 struct MoeTraffic {
+  // Every rank on one host: the rows the layer's placed path copies, one
+  // placement per (token, expert) pair (rows of row_bytes), dispatch's
+  // into the expert blocks and combine's back into the token ranks'
+  // receive rows. Empty across hosts.
+  std::vector<algo::Placement> placed_dispatch, placed_combine;
   MoeExchange flat_dispatch, flat_combine;
   MoeExchange hier_dispatch_net, hier_dispatch_host;  // across hosts to the proxies, then inside hosts
   MoeExchange hier_combine_host, hier_combine_net;
@@ -50,12 +56,15 @@ inline size_t moe_record_bytes(size_t targets) { return 4 + 8 * targets; }
 MoeTraffic moe_traffic(const MoeRouting& routing, const ClusterModel& model);
 
 struct MoePrediction {
+  double placed_dispatch_us = 0, placed_combine_us = 0;  // one host only
   double flat_dispatch_us = 0, flat_combine_us = 0;
   double hier_dispatch_us = 0, hier_combine_us = 0;
 };
 
 // Each exchange simulated as a sparse AlltoAllv of its byte matrix (the
-// phases of the hierarchical one after each other).
-Result<MoePrediction> predict_moe(const ClusterModel& model, const MoeTraffic& traffic, size_t max_steps);
+// phases of the hierarchical one after each other); on one host the placed
+// path's schedules too.
+Result<MoePrediction> predict_moe(const ClusterModel& model, const MoeRouting& routing, const MoeTraffic& traffic,
+                                  size_t max_steps);
 
 }  // namespace conflux::sim

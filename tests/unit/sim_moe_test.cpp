@@ -73,10 +73,26 @@ TEST(MoeTraffic, PredictsAThousandRanks) {
       for (int j = 0; j < 8; ++j) r.experts[q].push_back((q * 131 + t * 17 + j) % 1024);  // one or two hosts
   const MoeTraffic t = moe_traffic(r, m);
   EXPECT_LT(t.hier_dispatch_net.network_bytes, t.flat_dispatch.network_bytes / 2);
-  auto p = predict_moe(m, t, 2'000'000);
+  auto p = predict_moe(m, r, t, 2'000'000);
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_GT(p->flat_dispatch_us, 0);
   EXPECT_GT(p->hier_dispatch_us, 0);
+}
+
+TEST(MoeTraffic, OneHostAlsoPricesThePlacedRows) {
+  ClusterModel m;
+  m.nranks = 4;
+  m.ranks_per_host = 4;
+  MoeRouting r = routing_of(2, {{2, 3}, {0, 1}});
+  const MoeTraffic t = moe_traffic(r, m);
+  // Every pair is a placed row; combine returns the two that crossed ranks
+  // (rank 1's expert 1 is its own).
+  EXPECT_EQ(t.placed_dispatch.size(), 4u);
+  EXPECT_EQ(t.placed_combine.size(), 3u);
+  auto p = predict_moe(m, r, t, 2'000'000);
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_GT(p->placed_dispatch_us, 0);
+  EXPECT_TRUE(moe_traffic(r, two_by_two()).placed_dispatch.empty());
 }
 
 }  // namespace
