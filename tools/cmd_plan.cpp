@@ -6,6 +6,7 @@
 
 #include "sim/sim.h"
 #include "cluster_flags.h"
+#include "moe_sim.h"
 #include "tune/tuner.h"
 
 #include <cstdio>
@@ -23,9 +24,21 @@ struct PlanOptions {
   std::string algos;  // default: $CONFLUX_ALGO
   std::string chunk = "512K";
   std::string dtype_bytes = "4";
+  tools::MoeSimArgs moe;  // `conflux plan moe TOKENS`
 };
 
 int run_plan(const PlanOptions& o) {
+  if (o.coll == "moe") {  // size: tokens per rank
+    tools::MoeSimArgs args = o.moe;
+    auto tokens = tune::parse_size(o.size);
+    if (!tokens.ok()) {
+      std::fprintf(stderr, "conflux plan: %s\n", tokens.status().message().c_str());
+      return 2;
+    }
+    args.tokens = *tokens;
+    std::string source;
+    return tools::print_moe_prediction(o.cluster.model(&source), source, args, 2'000'000);
+  }
   auto coll = tune::parse_coll(o.coll);
   auto bytes = tune::parse_size(o.size);
   auto chunk = tune::parse_size(o.chunk);
@@ -84,13 +97,15 @@ const conflux::tools::RegisterCommand kPlan{
     "plan", "Explain the tuner's choice for one collective call: candidates, predicted times, choice",
     [](CLI::App& app) {
       auto o = std::make_shared<PlanOptions>();
-      app.add_option("collective", o->coll, "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, ...")
+      app.add_option("collective", o->coll,
+                     "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, ...; moe: dispatch + combine")
           ->required();
-      app.add_option("size", o->size, "Message size in bytes (K/M/G suffixes)")->required();
+      app.add_option("size", o->size, "Message size in bytes (K/M/G suffixes); for moe, tokens per rank")->required();
       o->cluster.add_to(app);
       app.add_option("--algo", o->algos, "Algorithm rules, CONFLUX_ALGO grammar (default: $CONFLUX_ALGO)");
       app.add_option("--chunk", o->chunk, "Pipelining chunk (CONFLUX_CHUNK_SIZE)");
       app.add_option("--elem", o->dtype_bytes, "Bytes per element");
+      tools::add_moe_options(app, &o->moe, "moe: the layer's routing (size is the tokens per rank)", false);
       return [o] { return run_plan(*o); };
     }};
 

@@ -3,10 +3,9 @@
 // busbw (nccl-tests conventions), then where the fastest algorithm changes.
 #include "command_registry.h"
 
-#include "sim/moe_traffic.h"
 #include "sim/sim.h"
 #include "cluster_flags.h"
-#include "moe_routing.h"
+#include "moe_sim.h"
 #include "tune/algo_filter.h"
 #include "tune/tuner.h"
 
@@ -28,80 +27,8 @@ struct SimOptionsCli {
   std::string chunk = "512K";
   size_t max_steps = 2'000'000;
   bool quiet = false;
-  // --coll moe
-  size_t tokens = 512, hidden = 7168, elem_bytes = 2;
-  int experts = 64, top_k = 8;
-  std::string routing = "uniform";
+  tools::MoeSimArgs moe;  // --coll moe
 };
-
-// `conflux sim --coll moe`: one dispatch and combine of the benchmark's
-// routing (tools/moe_routing.h, iteration 0), flat and hierarchical.
-int run_moe_sim(const SimOptionsCli& o) {
-  std::string source;
-  sim::ClusterModel m = o.cluster.model(&source);
-  moe_routing routing{};
-  if (moe_parse_routing(o.routing.c_str(), &routing) != 0 || o.experts < o.top_k || o.top_k < 1 ||
-      o.experts < m.nranks || o.experts % m.nranks != 0) {
-    std::fprintf(stderr, "conflux sim: bad MoE routing, top-k or experts (experts must be a multiple of the ranks)\n");
-    return 2;
-  }
-  sim::MoeRouting r;
-  r.top_k = o.top_k;
-  r.row_bytes = o.hidden * o.elem_bytes;
-  r.partial_bytes = o.hidden * 4;
-  for (int e = 0; e < o.experts; ++e) r.expert_rank.push_back(e / (o.experts / m.nranks));
-  std::vector<double> cdf(static_cast<size_t>(o.experts));
-  moe_popularity(&routing, o.experts, 0, cdf.data());
-  std::vector<float> w(static_cast<size_t>(o.top_k));
-  r.experts.resize(static_cast<size_t>(m.nranks));
-  for (int q = 0; q < m.nranks; ++q) {
-    r.experts[q].resize(o.tokens * static_cast<size_t>(o.top_k));
-    for (size_t t = 0; t < o.tokens; ++t)
-      moe_route(&routing, cdf.data(), o.experts, o.top_k, 1, q, 0, t, &r.experts[q][t * o.top_k], w.data());
-  }
-  const sim::MoeTraffic traffic = sim::moe_traffic(r, m);
-  std::printf("# conflux sim: MoE dispatch + combine on %s\n# constants from %s\n", m.describe().c_str(),
-              source.c_str());
-  std::printf("# %zu tokens per rank, hidden %zu x %zu B, %d experts (blocked), top-%d, routing %s\n", o.tokens,
-              o.hidden, o.elem_bytes, o.experts, o.top_k, o.routing.c_str());
-  auto p = sim::predict_moe(m, r, traffic, o.max_steps);
-  if (!p.ok()) {
-    std::fprintf(stderr, "conflux sim: %s\n", p.status().message().c_str());
-    return 1;
-  }
-  const double mib = 1.0 / (1 << 20);
-  std::printf("#%13s %16s %16s %13s %13s %15s\n", "path", "dispatch net MiB", "combine net MiB", "dispatch us",
-              "combine us", "round trip us");
-  const double flat = p->flat_dispatch_us + p->flat_combine_us, hier = p->hier_dispatch_us + p->hier_combine_us;
-  if (!traffic.placed_dispatch.empty())  // one host: what the layer runs
-    std::printf("%14s %16.2f %16.2f %13.1f %13.1f %15.1f\n", "placed", 0.0, 0.0, p->placed_dispatch_us,
-                p->placed_combine_us, p->placed_dispatch_us + p->placed_combine_us);
-  std::printf("%14s %16.2f %16.2f %13.1f %13.1f %15.1f\n", "flat", traffic.flat_dispatch.network_bytes * mib,
-              traffic.flat_combine.network_bytes * mib, p->flat_dispatch_us, p->flat_combine_us, flat);
-  std::printf("%14s %16.2f %16.2f %13.1f %13.1f %15.1f\n", "hierarchical",
-              (traffic.hier_dispatch_net.network_bytes + traffic.hier_dispatch_host.network_bytes) * mib,
-              (traffic.hier_combine_net.network_bytes + traffic.hier_combine_host.network_bytes) * mib,
-              p->hier_dispatch_us, p->hier_combine_us, hier);
-  // Partial sums in float cross back as hidden x 4 bytes per (token, host):
-  // where a token's experts are on different hosts that is more than the
-  // rows themselves, so the mixed path sends the rows back directly.
-  const double mixed = p->hier_dispatch_us + p->flat_combine_us;
-  std::printf("%14s %16.2f %16.2f %13.1f %13.1f %15.1f\n", "hier+flat",
-              (traffic.hier_dispatch_net.network_bytes + traffic.hier_dispatch_host.network_bytes) * mib,
-              traffic.flat_combine.network_bytes * mib, p->hier_dispatch_us, p->flat_combine_us, mixed);
-  const double placed = traffic.placed_dispatch.empty() ? 1e300 : p->placed_dispatch_us + p->placed_combine_us;
-  const double best = std::min({flat, hier, mixed, placed});
-  std::printf("# fastest: %s (%.2fx the flat round trip)\n",
-              best == placed ? "placed"
-              : best == flat ? "flat"
-              : best == hier ? "hierarchical"
-                             : "hier+flat (hierarchical dispatch, flat combine)",
-              flat / best);
-  std::printf("# the layer runs: %s\n", traffic.placed_dispatch.empty()
-                                             ? "flat (its message path; the hierarchical paths are priced, not built)"
-                                             : "placed (one host)");
-  return 0;
-}
 
 // Per-rank count for a buffer of `bytes` (nccl-tests: AllGather's size is the gathered buffer).
 size_t count_for(Coll c, size_t bytes, size_t elem, int n) {
@@ -117,7 +44,11 @@ size_t count_for(Coll c, size_t bytes, size_t elem, int n) {
 }
 
 int run_sim(const SimOptionsCli& o) {
-  if (o.coll == "moe") return run_moe_sim(o);
+  if (o.coll == "moe") {
+    std::string source;
+    const sim::ClusterModel m = o.cluster.model(&source);
+    return tools::print_moe_prediction(m, source, o.moe, o.max_steps);
+  }
   auto coll = tune::parse_coll(o.coll);
   auto lo = tune::parse_size(o.min_bytes), hi = tune::parse_size(o.max_bytes), chunk = tune::parse_size(o.chunk);
   auto filter = tune::AlgoFilter::parse(o.algos);
@@ -191,13 +122,7 @@ const conflux::tools::RegisterCommand kSim{
       app.add_option("--chunk", o->chunk, "Pipelining chunk (CONFLUX_CHUNK_SIZE)");
       app.add_option("--max-steps", o->max_steps, "Coarsen chunks above this many simulated steps");
       app.add_flag("--quiet,-q", o->quiet, "No per-simulation details on stderr");
-      auto* moe = app.add_option_group("moe", "--coll moe: one MoE dispatch and combine, flat and hierarchical");
-      moe->add_option("--tokens", o->tokens, "Tokens per rank");
-      moe->add_option("--hidden", o->hidden, "Elements per token");
-      moe->add_option("--elem-bytes", o->elem_bytes, "Bytes per element (2: bf16)");
-      moe->add_option("--experts", o->experts, "Experts (blocked over the ranks)");
-      moe->add_option("--topk", o->top_k, "Experts per token");
-      moe->add_option("--routing", o->routing, "uniform, zipfS (e.g. zipf1.5) or half");
+      tools::add_moe_options(app, &o->moe, "--coll moe: one MoE dispatch and combine, flat and hierarchical");
       return [o] { return run_sim(*o); };
     }};
 

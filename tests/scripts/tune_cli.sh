@@ -2,7 +2,8 @@
 # `conflux sim` and `conflux plan`, and CONFLUX_ALGO on a real communicator:
 # the simulated 1024-rank 8-byte tree AllReduce is under 1/10 of the ring's;
 # plan explains a choice; a forced algorithm that cannot serve a call fails
-# it with a message saying why; the TUNE log names each choice.
+# it with a message saying why; the TUNE log names each choice; MoE
+# dispatch and combine are priced flat against hierarchical.
 set -euo pipefail
 tool=${CONFLUX_TOOL:?}
 export CONFLUX_TUNE_CACHE=${CONFLUX_TUNE_CACHE:-$(mktemp -d)}
@@ -26,6 +27,24 @@ out=$("$tool" plan allreduce 1M --hosts 2 --ranks-per-host 4 --intra-bw 10 --int
 grep -q "^choice: " <<<"$out" || { echo "$out"; echo "FAIL: plan printed no choice"; exit 1; }
 grep -q "^hier " <<<"$out" || { echo "$out"; echo "FAIL: plan did not list hier"; exit 1; }
 echo "ok: plan explains ($(echo "$out" | grep '^choice'))"
+
+# MoE: across hosts the hierarchical dispatch sends fewer bytes over the
+# network than the flat one, and the layer is said to run the flat path; on
+# one host it runs the placed path; experts that do not divide over the
+# ranks are refused.
+moe="--intra-bw 10 --intra-lat 1 --net-bw 1 --net-lat 20 --hidden 512 --experts 16 --topk 4"
+out=$("$tool" plan moe 64 --hosts 4 --ranks-per-host 2 $moe)
+flat=$(awk '$1 == "flat" {print $2}' <<<"$out"); hier=$(awk '$1 == "hierarchical" {print $2}' <<<"$out")
+awk -v f="$flat" -v h="$hier" 'BEGIN { exit !(h < f) }' || { echo "$out"; echo "FAIL: hierarchical dispatch bytes"; exit 1; }
+grep -q "the layer runs: flat" <<<"$out" || { echo "$out"; echo "FAIL: plan moe names no path"; exit 1; }
+out=$("$tool" sim --coll moe --hosts 1 --ranks-per-host 4 --tokens 16 $moe)
+grep -q "the layer runs: placed (one host)" <<<"$out" || { echo "$out"; echo "FAIL: sim moe on one host"; exit 1; }
+grep -q "^ *placed " <<<"$out" || { echo "$out"; echo "FAIL: no placed row"; exit 1; }
+if out=$("$tool" sim --coll moe --hosts 3 --ranks-per-host 1 --tokens 16 $moe 2>&1); then
+  echo "$out"; echo "FAIL: 16 experts over 3 ranks accepted"; exit 1
+fi
+grep -q "experts must be a multiple of the ranks" <<<"$out" || { echo "$out"; echo "FAIL: no reason"; exit 1; }
+echo "ok: plan and sim price MoE dispatch and combine (hierarchical dispatch $hier MiB against flat $flat)"
 
 out=$(CONFLUX_ALGO="broadcast:ring" "$tool" plan broadcast 1K --ranks 4 --hosts 1 || true)
 grep -q "leaves no usable algorithm for broadcast" <<<"$out" || { echo "$out"; echo "FAIL: forced ring for broadcast"; exit 1; }
