@@ -49,6 +49,18 @@ Status run_op(cfxMoe* moe, OpDesc op) {
   return st;
 }
 
+Result<std::vector<uint64_t>> gather_words(cfxMoe* moe, const std::vector<uint64_t>& mine) {
+  std::vector<uint64_t> all(mine.size() * static_cast<size_t>(moe->comm->nranks()));
+  OpDesc op;
+  op.coll = Coll::kAllGather;
+  op.sendbuf = mine.data();
+  op.recvbuf = all.data();
+  op.count = mine.size();
+  op.dtype = cfxUint64;
+  CFX_RETURN_IF_ERROR(run_op(moe, std::move(op)));
+  return all;
+}
+
 Status check_dispatch_words(const cfxMoe& moe, const std::vector<uint64_t>& all, size_t stride, size_t rows_at,
                             std::vector<size_t>* kept) {
   const cfxMoeConfig_t& c = moe.config;
@@ -226,14 +238,9 @@ Status create(cfxMoe_t* out, const cfxMoeConfig_t* config, cfxComm* comm) {
   // Every rank's configuration, compared with every other's: a rank that
   // differs is named on every rank.
   const std::vector<uint64_t> mine = fingerprint(*moe);
-  std::vector<uint64_t> all(mine.size() * static_cast<size_t>(n));
-  OpDesc op;
-  op.coll = Coll::kAllGather;
-  op.sendbuf = mine.data();
-  op.recvbuf = all.data();
-  op.count = mine.size();
-  op.dtype = cfxUint64;
-  CFX_RETURN_IF_ERROR(run_op(moe.get(), op).prepend("cfxMoeCreate: "));
+  Result<std::vector<uint64_t>> gathered = gather_words(moe.get(), mine);
+  if (!gathered.ok()) return Status(gathered.status()).prepend("cfxMoeCreate: ");
+  const std::vector<uint64_t>& all = gathered.value();
   for (int r = 1; r < n; ++r)
     for (size_t k = 0; k < mine.size(); ++k)
       if (all[r * mine.size() + k] != all[k])
@@ -482,7 +489,7 @@ Status return_rows(cfxMoeHandle* h, const void* expert_out, Bytes* recv, std::ve
 
 Status combine(cfxMoeHandle* h, const void* expert_out, const float* weights, bool use_handle_weights,
                void* tokens_out, bool rows_only) {
-  if (h->placed) return placed_combine(h, expert_out, weights, use_handle_weights, tokens_out, rows_only);
+  if (h->moe->placed) return placed_combine(h, expert_out, weights, use_handle_weights, tokens_out, rows_only);
   cfxMoe* moe = h->moe;
   const cfxMoeConfig_t& c = moe->config;
   const size_t k = static_cast<size_t>(c.top_k), row = moe->row_bytes;
@@ -507,7 +514,7 @@ Status combine(cfxMoeHandle* h, const void* expert_out, const float* weights, bo
 }
 
 Status replay(cfxMoeHandle* h, const void* tokens, void* expert_tokens, bool scale) {
-  if (h->placed) return placed_replay(h, tokens, expert_tokens, scale);
+  if (h->moe->placed) return placed_replay(h, tokens, expert_tokens, scale);
   cfxMoe* moe = h->moe;
   const cfxMoeConfig_t& c = moe->config;
   const size_t n = h->sent.size(), row = moe->row_bytes;

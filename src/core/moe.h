@@ -70,10 +70,9 @@ struct cfxMoe {
 struct cfxMoeHandle {
   cfxMoe* moe = nullptr;
   size_t ntokens = 0;
-  // The placed path: for pair p, the row of its destination rank's expert
-  // block it went to (-1: dropped), and the schedules of its exchanges,
-  // built once from the routing and kept for combine and replays.
-  bool placed = false;
+  // The placed path (moe->placed): for pair p, the row of its destination
+  // rank's expert block it went to (-1: dropped), and the schedules of its
+  // exchanges, built once from the routing and kept for combine and replays.
   std::vector<int64_t> pair_row;
   std::shared_ptr<const conflux::algo::Schedule> dispatch_schedule, combine_schedule;
   size_t remote_pairs = 0;  // pairs whose expert is on another rank (combine's receive rows)
@@ -128,6 +127,8 @@ void sum_rows(const cfxMoeHandle& h, const uint8_t* const* rows, const float* we
 
 // Runs the communicator's operation under the layer's deadline.
 Status run_op(cfxMoe* moe, OpDesc op);
+// Every rank's `mine` (the same length on every rank), in rank order.
+Result<std::vector<uint64_t>> gather_words(cfxMoe* moe, const std::vector<uint64_t>& mine);
 
 // Every rank's dispatch words, each rank's `stride` words from all[s *
 // stride]: its problem word at 0, its expert_capacity_rows at 1

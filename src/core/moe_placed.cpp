@@ -75,7 +75,6 @@ Status placed_dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const in
   auto h = std::make_unique<cfxMoeHandle>();
   h->moe = moe;
   h->ntokens = ntokens;
-  h->placed = true;
   h->pair_rank.assign(ntokens * k, -1);
   h->pair_row.assign(ntokens * k, -1);
   h->pair_slot.assign(ntokens * k, 0);
@@ -98,14 +97,9 @@ Status placed_dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const in
   if (problem != kNoProblem) std::fill(mine.begin() + 2, mine.end(), 0);
   const bool owned = expert_tokens == nullptr;
   mine[1] = owned ? UINT64_MAX : capacity_rows;
-  std::vector<uint64_t> all(stride * n);
-  OpDesc gather;
-  gather.coll = Coll::kAllGather;
-  gather.sendbuf = mine.data();
-  gather.recvbuf = all.data();
-  gather.count = stride;
-  gather.dtype = cfxUint64;
-  CFX_RETURN_IF_ERROR(run_op(moe, std::move(gather)).prepend("cfxMoeDispatch: "));
+  Result<std::vector<uint64_t>> gathered = gather_words(moe, mine);
+  if (!gathered.ok()) return Status(gathered.status()).prepend("cfxMoeDispatch: ");
+  const std::vector<uint64_t>& all = gathered.value();
   std::vector<size_t> kept;
   CFX_RETURN_IF_ERROR(check_dispatch_words(*moe, all, stride, 2, &kept));
 
