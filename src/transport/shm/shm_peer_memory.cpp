@@ -146,14 +146,17 @@ uint8_t* ShmPeerMemory::map_region(int peer, const SharedRegionRef& ref) {
   return at;
 }
 
+uint8_t* ShmPeerMemory::mapped(int peer, int buf, uint64_t remote, size_t bytes) {
+  if (buf == algo::kStaging) return reinterpret_cast<uint8_t*>(remote);
+  const SharedRegionRef& ref = peers_[peer]->exposure().region[buf == algo::kSendBuf ? 0 : 1];
+  if (ref.id == 0 || remote < ref.base || remote + bytes > ref.base + ref.size) return nullptr;
+  uint8_t* at = map_region(peer, ref);
+  return at == nullptr ? nullptr : at + (remote - ref.base);
+}
+
 uint8_t* ShmPeerMemory::view(int peer, int buf, size_t offset, size_t bytes) {
   Result<uint64_t> remote = remote_address(peer, buf, offset, bytes);
-  if (!remote.ok()) return nullptr;
-  if (buf == algo::kStaging) return reinterpret_cast<uint8_t*>(remote.value());
-  const SharedRegionRef& ref = peers_[peer]->exposure().region[buf == algo::kSendBuf ? 0 : 1];
-  if (ref.id == 0 || remote.value() < ref.base || remote.value() + bytes > ref.base + ref.size) return nullptr;
-  uint8_t* at = map_region(peer, ref);
-  return at == nullptr ? nullptr : at + (remote.value() - ref.base);
+  return remote.ok() ? mapped(peer, buf, remote.value(), bytes) : nullptr;
 }
 
 Status ShmPeerMemory::kernel_copy(int peer, uint64_t remote, void* local, size_t bytes, bool to_peer) {
@@ -178,23 +181,13 @@ Status ShmPeerMemory::kernel_copy(int peer, uint64_t remote, void* local, size_t
 }
 
 Status ShmPeerMemory::read(int peer, int buf, size_t offset, void* to, size_t bytes) {
-  if (bytes == 0) return Status::Ok();
-  if (const uint8_t* v = view(peer, buf, offset, bytes)) {
-    std::memcpy(to, v, bytes);
-    return Status::Ok();
-  }
-  CFX_ASSIGN_OR_RETURN(uint64_t remote, remote_address(peer, buf, offset, bytes));
-  return kernel_copy(peer, remote, to, bytes, false);
+  Piece piece{offset, static_cast<uint8_t*>(to), bytes};
+  return transfer(peer, buf, false, &piece, 1);
 }
 
 Status ShmPeerMemory::write(int peer, int buf, size_t offset, const void* from, size_t bytes) {
-  if (bytes == 0) return Status::Ok();
-  if (uint8_t* v = view(peer, buf, offset, bytes)) {
-    std::memcpy(v, from, bytes);
-    return Status::Ok();
-  }
-  CFX_ASSIGN_OR_RETURN(uint64_t remote, remote_address(peer, buf, offset, bytes));
-  return kernel_copy(peer, remote, const_cast<void*>(from), bytes, true);
+  Piece piece{offset, static_cast<uint8_t*>(const_cast<void*>(from)), bytes};
+  return transfer(peer, buf, true, &piece, 1);
 }
 
 Status ShmPeerMemory::transfer(int peer, int buf, bool to_peer, const Piece* pieces, size_t count) {
@@ -226,12 +219,12 @@ Status ShmPeerMemory::transfer(int peer, int buf, bool to_peer, const Piece* pie
   for (size_t i = 0; i < count; ++i) {
     const Piece& p = pieces[i];
     if (p.bytes == 0) continue;
-    if (uint8_t* v = view(peer, buf, p.offset, p.bytes)) {
+    CFX_ASSIGN_OR_RETURN(uint64_t at, remote_address(peer, buf, p.offset, p.bytes));
+    if (uint8_t* v = mapped(peer, buf, at, p.bytes)) {
       if (to_peer) std::memcpy(v, p.local, p.bytes);
       else std::memcpy(p.local, v, p.bytes);
       continue;
     }
-    CFX_ASSIGN_OR_RETURN(uint64_t at, remote_address(peer, buf, p.offset, p.bytes));
     local[batched] = iovec{p.local, p.bytes};
     remote[batched] = iovec{reinterpret_cast<void*>(at), p.bytes};
     ++batched;

@@ -58,6 +58,9 @@ class ShmPeerMemory final : public PeerMemory {
     return in_flag_line_ ? kFlagLineStagingBytes : seg.layout().staging_bytes;
   }
   uint8_t* map_region(int peer, const SharedRegionRef& ref);
+  // Where `bytes` at the peer's address `remote` (in buffer `buf`) lie in
+  // this process, or nullptr when they are not in a mapped region.
+  uint8_t* mapped(int peer, int buf, uint64_t remote, size_t bytes);
   Status kernel_copy(int peer, uint64_t remote, void* local, size_t bytes, bool to_peer);
 
   const ShmSegment& mine_;
