@@ -56,23 +56,24 @@ int print_moe_prediction(const sim::ClusterModel& m, const std::string& source, 
   const double mib = 1.0 / (1 << 20);
   std::printf("#%13s %16s %16s %13s %13s %15s\n", "path", "dispatch net MiB", "combine net MiB", "dispatch us",
               "combine us", "round trip us");
-  const double flat = p->flat_dispatch_us + p->flat_combine_us, hier = p->hier_dispatch_us + p->hier_combine_us;
+  auto row = [&](const char* path, size_t dispatch_net, size_t combine_net, double dispatch_us, double combine_us) {
+    std::printf("%14s %16.2f %16.2f %13.1f %13.1f %15.1f\n", path, dispatch_net * mib, combine_net * mib, dispatch_us,
+                combine_us, dispatch_us + combine_us);
+    return dispatch_us + combine_us;
+  };
   if (!traffic.placed_dispatch.empty())  // one host: what the layer runs
-    std::printf("%14s %16.2f %16.2f %13.1f %13.1f %15.1f\n", "placed", 0.0, 0.0, p->placed_dispatch_us,
-                p->placed_combine_us, p->placed_dispatch_us + p->placed_combine_us);
-  std::printf("%14s %16.2f %16.2f %13.1f %13.1f %15.1f\n", "flat", traffic.flat_dispatch.network_bytes * mib,
-              traffic.flat_combine.network_bytes * mib, p->flat_dispatch_us, p->flat_combine_us, flat);
-  std::printf("%14s %16.2f %16.2f %13.1f %13.1f %15.1f\n", "hierarchical",
-              (traffic.hier_dispatch_net.network_bytes + traffic.hier_dispatch_host.network_bytes) * mib,
-              (traffic.hier_combine_net.network_bytes + traffic.hier_combine_host.network_bytes) * mib,
-              p->hier_dispatch_us, p->hier_combine_us, hier);
+    row("placed", 0, 0, p->placed_dispatch_us, p->placed_combine_us);
+  const size_t hier_dispatch_net = traffic.hier_dispatch_net.network_bytes + traffic.hier_dispatch_host.network_bytes;
+  const double flat = row("flat", traffic.flat_dispatch.network_bytes, traffic.flat_combine.network_bytes,
+                          p->flat_dispatch_us, p->flat_combine_us);
+  const double hier = row("hierarchical", hier_dispatch_net,
+                          traffic.hier_combine_net.network_bytes + traffic.hier_combine_host.network_bytes,
+                          p->hier_dispatch_us, p->hier_combine_us);
   // Partial sums in float cross back as hidden x 4 bytes per (token, host):
   // where a token's experts are on different hosts that is more than the
   // rows themselves, so the mixed path sends the rows back directly.
-  const double mixed = p->hier_dispatch_us + p->flat_combine_us;
-  std::printf("%14s %16.2f %16.2f %13.1f %13.1f %15.1f\n", "hier+flat",
-              (traffic.hier_dispatch_net.network_bytes + traffic.hier_dispatch_host.network_bytes) * mib,
-              traffic.flat_combine.network_bytes * mib, p->hier_dispatch_us, p->flat_combine_us, mixed);
+  const double mixed = row("hier+flat", hier_dispatch_net, traffic.flat_combine.network_bytes, p->hier_dispatch_us,
+                           p->flat_combine_us);
   const double placed = traffic.placed_dispatch.empty() ? 1e300 : p->placed_dispatch_us + p->placed_combine_us;
   const double best = std::min({flat, hier, mixed, placed});
   std::printf("# fastest: %s (%.2fx the flat round trip)\n",

@@ -87,8 +87,7 @@ MoeTraffic moe_traffic(const MoeRouting& r, const ClusterModel& m) {
           add(t.hier_dispatch_net, m, s, proxy, r.row_bytes);  // its records are counted per target below
           add(t.hier_combine_net, m, proxy, s, r.partial_bytes);
         }
-        t.hier_dispatch_net.bytes[static_cast<size_t>(s) * n + proxy] += 8 * static_cast<size_t>(pairs);
-        if (host_of(m, s) != h) t.hier_dispatch_net.network_bytes += 8 * static_cast<size_t>(pairs);
+        add(t.hier_dispatch_net, m, s, proxy, 8 * static_cast<size_t>(pairs));  // the record's targets on d
         add(t.hier_dispatch_host, m, proxy, d, r.row_bytes);
         add(t.hier_combine_host, m, d, proxy, r.row_bytes * static_cast<size_t>(pairs));
       }
