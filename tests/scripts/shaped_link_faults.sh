@@ -110,8 +110,12 @@ unset CONFLUX_HEARTBEAT_TIMEOUT
 echo "ok: interface of host 2 down mid-transfer: every rank failed in $took s, ranks 0 and 1 naming rank 2"
 
 # 3. Host 1's links shaped to 8 kbit/s: bytes still trickle, so only the
-#    operation deadline can end the call.
-export CONFLUX_TIMEOUT=10
+#    operation deadline can end the call. A heartbeat to host 1 waits in the
+#    same 8 kbit/s queue as the data, so with the default heartbeat deadline
+#    (10 s, equal to this operation deadline) a rank may first report its peer
+#    silent instead; the heartbeat deadline is set well past the operation's
+#    so that the operation deadline is what this case proves.
+export CONFLUX_TIMEOUT=10 CONFLUX_HEARTBEAT_TIMEOUT=60
 begin_fault "stalled link"
 _cfx_shape_dev "${CFX_NS_PREFIX}h1" eth0 8kbit tbf
 _cfx_shape_dev "${CFX_NS_PREFIX}sw" port1 8kbit tbf
