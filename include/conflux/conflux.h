@@ -249,6 +249,9 @@ cfxResult_t cfxMoeExpertTokens(cfxMoeHandle_t handle, void** expert_tokens, size
    it received, and the receive memory the library allocated for them (each
    buffer sized to what arrived, not to the worst case). */
 cfxResult_t cfxMoeStats(cfxMoeHandle_t handle, size_t* wire_bytes, size_t* received_bytes, size_t* committed_bytes);
+/* Of the handle's wire bytes, those this rank sent to ranks on other hosts
+   (ranks that share no memory with it): what crossed the network. */
+cfxResult_t cfxMoeNetworkBytes(cfxMoeHandle_t handle, size_t* network_bytes);
 /* Token-expert pairs the capacity policy dropped in this dispatch (their
    combine contribution is zero); 0 when dropless. */
 cfxResult_t cfxMoeDropped(cfxMoeHandle_t handle, size_t* dropped);

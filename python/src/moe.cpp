@@ -94,6 +94,9 @@ class MoeHandle {
     d["wire_bytes"] = wire;
     d["received_bytes"] = received;
     d["committed_bytes"] = committed;
+    size_t network = 0;
+    check(cfxMoeNetworkBytes(get(), &network), nullptr, "cfxMoeNetworkBytes");
+    d["network_bytes"] = network;
     return d;
   }
   size_t dropped() const {

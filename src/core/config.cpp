@@ -81,6 +81,7 @@ Config parse() {
   c.algo = env_string("CONFLUX_ALGO", "");
   c.shm_collectives = env_int("CONFLUX_SHM_COLL", 1, 0) != 0;
   c.moe_placed = env_int("CONFLUX_MOE_PLACED", 1, 0) != 0;
+  c.moe_hier = env_int("CONFLUX_MOE_HIER", 1, 0) != 0;
   c.shm_staging_bytes = static_cast<size_t>(env_int("CONFLUX_SHM_STAGING_SIZE", c.shm_staging_bytes, 0));
   c.shm_staging_bytes = (c.shm_staging_bytes + 63) / 64 * 64;
   c.tune = !is_off(env_string("CONFLUX_TUNE", "1"));

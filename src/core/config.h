@@ -48,6 +48,7 @@ struct Config {
   // CONFLUX_MOE_PLACED=0: the MoE layer exchanges rows by messages even
   // where one-sided copies reach every rank (for comparing the two paths).
   bool moe_placed = true;
+  bool moe_hier = true;  // CONFLUX_MOE_HIER: multi-host dispatch through a proxy per host
   size_t shm_staging_bytes = 64 * 1024;  // CONFLUX_SHM_STAGING_SIZE: each half of a rank's staging area
   // The cost model: CONFLUX_TUNE=0 turns it off (the first usable algorithm).
   bool tune = true;

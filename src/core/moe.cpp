@@ -119,59 +119,76 @@ void sum_rows(const cfxMoeHandle& h, const uint8_t* const* rows, const float* we
   }
 }
 
-}  // namespace conflux::moe
+Status parse_records(const cfxMoe& moe, const uint8_t* at, size_t bytes, int source, std::vector<Arrival>* out) {
+  auto corrupt = [&] {
+    return internal_error("cfxMoeDispatch: a corrupt record stream from rank " + std::to_string(source));
+  };
+  if (bytes == 0) return Status::Ok();
+  if (bytes < 4) return corrupt();
+  uint32_t nrec = 0;
+  std::memcpy(&nrec, at, 4);
+  const size_t first = out->size();
+  size_t meta = 4;
+  for (uint32_t r = 0; r < nrec; ++r) {
+    if (meta + 4 > bytes) return corrupt();
+    uint32_t m = 0;
+    std::memcpy(&m, at + meta, 4);
+    out->push_back({m, at + meta + 4, nullptr});
+    meta += 4 + m * sizeof(RecordTarget);
+  }
+  meta = (meta + 15) / 16 * 16;
+  if (meta + nrec * moe.row_bytes != bytes) return corrupt();
+  for (uint32_t r = 0; r < nrec; ++r) (*out)[first + r].row = at + meta + r * moe.row_bytes;
+  return Status::Ok();
+}
 
-namespace {
-
-// A record of one token sent to one rank: how many of that rank's experts
-// it goes to, then (expert, weight) for each.
-struct RecordTarget {
-  int32_t expert;
-  float weight;
-};
-
-// An AlltoAllv of bytes whose whole traffic every rank knows: `matrix`
-// [s * n + d] is what rank s sends rank d, in `unit` bytes; blocks are
-// packed in rank order on both sides. Knowing the matrix lets the tuner take
-// the sparse or the one-sided AlltoAllv.
-Status exchange_bytes(cfxMoe* moe, const Bytes& send, const std::vector<size_t>& sc, Bytes* recv,
-                      const std::vector<size_t>& rc, const std::vector<uint64_t>& matrix, size_t unit) {
-  const size_t n = sc.size();
+Status exchange_known(cfxMoeHandle* h, const Bytes& send, const std::vector<uint64_t>& bytes, Bytes* recv,
+                      std::vector<size_t>* rdispls) {
+  cfxMoe* moe = h->moe;
+  const size_t n = static_cast<size_t>(moe->comm->nranks()), me = static_cast<size_t>(moe->comm->rank());
   OpDesc op;
-  op.all_sendcounts.resize(n * n);
+  op.all_sendcounts.assign(bytes.begin(), bytes.end());
   op.all_sdispls.resize(n * n);
   op.all_rdispls.resize(n * n);
   for (size_t s = 0; s < n; ++s) {
     size_t off = 0;
-    for (size_t d = 0; d < n; ++d) {
-      op.all_sendcounts[s * n + d] = matrix[s * n + d] * unit;
-      op.all_sdispls[s * n + d] = off;
-      off += matrix[s * n + d] * unit;
-    }
+    for (size_t d = 0; d < n; ++d) op.all_sdispls[s * n + d] = off, off += bytes[s * n + d];
   }
   for (size_t d = 0; d < n; ++d) {
     size_t off = 0;
-    for (size_t s = 0; s < n; ++s) {
-      op.all_rdispls[d * n + s] = off;
-      off += matrix[s * n + d] * unit;
-    }
+    for (size_t s = 0; s < n; ++s) op.all_rdispls[d * n + s] = off, off += bytes[s * n + d];
   }
   op.coll = Coll::kAlltoAllv;
   op.dtype = cfxUint8;
-  op.sendcounts = sc;
-  op.recvcounts = rc;
+  op.sendcounts.resize(n);
+  op.recvcounts.resize(n);
   op.sdispls.resize(n);
   op.rdispls.resize(n);
   size_t so = 0, ro = 0;
   for (size_t p = 0; p < n; ++p) {
-    op.sdispls[p] = so, so += sc[p];
-    op.rdispls[p] = ro, ro += rc[p];
+    op.sendcounts[p] = bytes[me * n + p], op.sdispls[p] = so, so += op.sendcounts[p];
+    op.recvcounts[p] = bytes[p * n + me], op.rdispls[p] = ro, ro += op.recvcounts[p];
   }
   recv->resize(ro);
+  *rdispls = op.rdispls;
   op.sendbuf = send.data();
   op.recvbuf = recv->data();
+  for (size_t p = 0; p < n; ++p) {
+    if (p == me) continue;
+    h->wire_bytes += op.sendcounts[p];
+    if (moe->host_of[p] != moe->host_of[me]) h->network_bytes += op.sendcounts[p];
+  }
+  h->received_bytes += ro;
+  h->committed_bytes += ro;  // sized to what arrives
   return run_op(moe, std::move(op));
 }
+
+}  // namespace conflux::moe
+
+namespace {
+
+// Each token a rank sends one destination rank, with its targets there.
+using RankRecords = std::vector<std::pair<uint32_t, std::vector<RecordTarget>>>;
 
 Status check_config(const cfxMoeConfig_t* c, int nranks) {
   auto bad = [](const std::string& why) { return invalid_argument("cfxMoeCreate: " + why); };
@@ -196,6 +213,23 @@ Status check_config(const cfxMoeConfig_t* c, int nranks) {
   return Status::Ok();
 }
 
+void find_hosts(cfxMoe* moe) {
+  const std::vector<RankInfo>& peers = moe->comm->peers();
+  const size_t n = static_cast<size_t>(moe->comm->nranks());
+  moe->host_of.assign(n, 0);
+  moe->index_on_host.assign(n, 0);
+  moe->host_ranks.clear();
+  std::vector<uint64_t> hashes;
+  for (size_t r = 0; r < n; ++r) {
+    const uint64_t hash = peers.size() == n ? peers[r].host_hash : 0;
+    const size_t h = static_cast<size_t>(std::find(hashes.begin(), hashes.end(), hash) - hashes.begin());
+    if (h == hashes.size()) hashes.push_back(hash), moe->host_ranks.emplace_back();
+    moe->host_of[r] = static_cast<int>(h);
+    moe->index_on_host[r] = static_cast<int>(moe->host_ranks[h].size());
+    moe->host_ranks[h].push_back(static_cast<int>(r));
+  }
+}
+
 // Everything a rank's config says, as words every rank compares.
 std::vector<uint64_t> fingerprint(const cfxMoe& m) {
   uint64_t map = 1469598103934665603ull;  // FNV-1a over the placement
@@ -203,12 +237,13 @@ std::vector<uint64_t> fingerprint(const cfxMoe& m) {
   const cfxMoeConfig_t& c = m.config;
   return {static_cast<uint64_t>(c.num_experts), static_cast<uint64_t>(c.top_k), c.hidden,
           static_cast<uint64_t>(c.datatype), c.max_tokens_per_rank, std::bit_cast<uint64_t>(c.capacity_factor),
-          c.expert_alignment, map, m.placed ? 1u : 0u};
+          c.expert_alignment, map, m.placed ? 1u : 0u, m.hier ? 1u : 0u};
 }
 
 const char* kFieldNames[] = {"num_experts",      "top_k",          "hidden",
                              "datatype",         "max_tokens_per_rank", "capacity_factor",
-                             "expert_alignment", "expert_to_rank", "row exchange (1: placed; CONFLUX_MOE_PLACED)"};
+                             "expert_alignment", "expert_to_rank", "row exchange (1: placed; CONFLUX_MOE_PLACED)",
+                             "dispatch route (1: through a proxy per host; CONFLUX_MOE_HIER)"};
 
 Status create(cfxMoe_t* out, const cfxMoeConfig_t* config, cfxComm* comm) {
   if (out == nullptr) return invalid_argument("cfxMoeCreate: moe is NULL");
@@ -233,6 +268,11 @@ Status create(cfxMoe_t* out, const cfxMoeConfig_t* config, cfxComm* comm) {
     }
   // Rows are copied once, one-sided, where every rank reaches the others' memory.
   moe->placed = comm->one_sided_to_all() && conflux::config().moe_placed && conflux::config().shm_collectives;
+  find_hosts(moe.get());
+  // Through proxies where some host has more than one rank and there is more than one host.
+  size_t widest = 0;
+  for (const auto& ranks : moe->host_ranks) widest = std::max(widest, ranks.size());
+  moe->hier = !moe->placed && moe->host_ranks.size() > 1 && widest > 1 && conflux::config().moe_hier;
   moe->elem = datatype_size(config->datatype);
   moe->row_bytes = moe->elem * config->hidden;
   // Every rank's configuration, compared with every other's: a rank that
@@ -249,6 +289,42 @@ Status create(cfxMoe_t* out, const cfxMoeConfig_t* config, cfxComm* comm) {
                              std::to_string(all[k]) + ")");
   *out = moe.release();
   return Status::Ok();
+}
+
+// The flat dispatch's messages: to each destination rank, the number of
+// records, the records (count of targets, then each target), padded to 16
+// bytes, then the rows.
+void pack_by_rank(const cfxMoe& moe, const void* tokens, const std::vector<RankRecords>& out, Bytes* send,
+                  std::vector<size_t>* sc, std::vector<size_t>* sd) {
+  const size_t n = out.size(), row = moe.row_bytes;
+  size_t total = 0;
+  std::vector<size_t> rows_at(n);
+  for (size_t d = 0; d < n; ++d) {
+    size_t meta = 4;
+    for (auto& [t, targets] : out[d]) meta += 4 + targets.size() * sizeof(RecordTarget);
+    meta = (meta + 15) / 16 * 16;
+    (*sd)[d] = total;  // the padding is zeroed below
+    rows_at[d] = total + meta;
+    (*sc)[d] = meta + out[d].size() * row;
+    total += (*sc)[d];
+  }
+  send->resize(total);
+  for (size_t d = 0; d < n; ++d) {
+    uint8_t* at = send->data() + (*sd)[d];
+    uint8_t* rows = send->data() + rows_at[d];
+    std::memset(at, 0, rows_at[d] - (*sd)[d]);
+    const uint32_t nrec = static_cast<uint32_t>(out[d].size());
+    std::memcpy(at, &nrec, 4);
+    at += 4;
+    for (auto& [t, targets] : out[d]) {
+      const uint32_t m = static_cast<uint32_t>(targets.size());
+      std::memcpy(at, &m, 4);
+      std::memcpy(at + 4, targets.data(), targets.size() * sizeof(RecordTarget));
+      at += 4 + targets.size() * sizeof(RecordTarget);
+      std::memcpy(rows, static_cast<const uint8_t*>(tokens) + t * row, row);
+      rows += row;
+    }
+  }
 }
 
 Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* topk_idx, const float* topk_weights,
@@ -279,7 +355,7 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
   uint64_t problem = kNoProblem;
   if (ntokens > c.max_tokens_per_rank) problem = bad_word(kTooManyTokens, c.max_tokens_per_rank, ntokens);
   std::vector<uint64_t> rows_for(E, 0);
-  std::vector<std::vector<std::pair<uint32_t, std::vector<RecordTarget>>>> out(n);
+  std::vector<RankRecords> out(n);
   for (size_t t = 0; t < ntokens && problem == kNoProblem; ++t) {
     for (size_t j = 0; j < k; ++j) {
       const int32_t e = topk_idx[t * k + j];
@@ -300,39 +376,16 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
     for (auto& list : out) list.clear();
     std::fill(rows_for.begin(), rows_for.end(), 0);
   }
-  // Per destination: the number of records, the records (count of
-  // targets, then each target), padded to 16 bytes, then the rows.
   std::vector<size_t> sc(n), sd(n);
-  size_t total = 0;
-  std::vector<size_t> rows_at(n);
-  for (size_t d = 0; d < n; ++d) {
-    size_t meta = 4;
-    for (auto& [t, targets] : out[d]) meta += 4 + targets.size() * sizeof(RecordTarget);
-    meta = (meta + 15) / 16 * 16;
-    sd[d] = total;  // the padding is zeroed below
-    rows_at[d] = total + meta;
-    sc[d] = meta + out[d].size() * row;
-    total += sc[d];
-  }
   Bytes& send = moe->send_scratch;
-  send.resize(total);
-  for (size_t d = 0; d < n; ++d) {
-    uint8_t* at = send.data() + sd[d];
-    uint8_t* rows = send.data() + rows_at[d];
-    std::memset(at, 0, rows_at[d] - sd[d]);
-    const uint32_t nrec = static_cast<uint32_t>(out[d].size());
-    std::memcpy(at, &nrec, 4);
-    at += 4;
-    for (auto& [t, targets] : out[d]) {
-      const uint32_t m = static_cast<uint32_t>(targets.size());
-      std::memcpy(at, &m, 4);
-      std::memcpy(at + 4, targets.data(), targets.size() * sizeof(RecordTarget));
-      at += 4 + targets.size() * sizeof(RecordTarget);
-      std::memcpy(rows, static_cast<const uint8_t*>(tokens) + t * row, row);
-      rows += row;
-      h->sent[d].push_back(t);
-    }
+  if (moe->hier) {
+    pack_by_host(*moe, tokens, problem == kNoProblem ? ntokens : 0, topk_idx, topk_weights, &send, &sc, &sd);
+  } else {
+    pack_by_rank(*moe, tokens, out, &send, &sc, &sd);
   }
+  for (size_t d = 0; d < n; ++d) h->sent[d].reserve(out[d].size());
+  for (size_t d = 0; d < n; ++d)
+    for (auto& rec : out[d]) h->sent[d].push_back(rec.first);
   // Every rank's words: its problem, its expert_capacity_rows, its rows per expert.
   DynamicExchange x;
   x.extra.reserve(2 + 2 * n + E);
@@ -372,6 +425,22 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
   op.recvcounts_out = rc.data();
   op.rdispls_out = rd.data();
   CFX_RETURN_IF_ERROR(run_op(moe, std::move(op)));
+  for (size_t d = 0; d < n; ++d) {
+    if (static_cast<int>(d) == me) continue;
+    h->wire_bytes += sc[d];
+    if (moe->host_of[d] != moe->host_of[static_cast<size_t>(me)]) h->network_bytes += sc[d];
+  }
+  h->received_bytes += recv.size();
+  h->committed_bytes += recv.size();
+  // The rows each source rank sent this rank, in its token order: as they
+  // arrived, or from this host's proxies.
+  std::vector<std::vector<Arrival>> arrivals(n);
+  if (moe->hier) {
+    CFX_RETURN_IF_ERROR(fan_out_on_host(h.get(), recv, rc, rd, &arrivals));
+  } else {
+    for (size_t s = 0; s < n; ++s)
+      CFX_RETURN_IF_ERROR(parse_records(*moe, recv.data() + rd[s], rc[s], static_cast<int>(s), &arrivals[s]));
+  }
   // This rank's expert blocks, then the rows into them, in (source rank,
   // token) order.
   const size_t nlocal = moe->local_experts.size();
@@ -396,29 +465,13 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
   h->targets.assign(n, {});
   h->records.assign(n, {});
   for (size_t s = 0; s < n; ++s) {
-    const uint8_t* at_rec = recv.data() + rd[s];
-    auto corrupt = [&] { return internal_error("cfxMoeDispatch: a corrupt record stream from rank " + std::to_string(s)); };
-    if (rc[s] == 0) continue;
-    if (rc[s] < 4) return corrupt();
-    uint32_t nrec = 0;
-    std::memcpy(&nrec, at_rec, 4);
-    std::vector<std::pair<uint32_t, const uint8_t*>> recs;
-    size_t meta = 4;
-    for (uint32_t r = 0; r < nrec; ++r) {
-      if (meta + 4 > rc[s]) return corrupt();
-      uint32_t m = 0;
-      std::memcpy(&m, at_rec + meta, 4);
-      recs.emplace_back(m, at_rec + meta + 4);
-      meta += 4 + m * sizeof(RecordTarget);
-    }
-    if ((meta + 15) / 16 * 16 + nrec * row != rc[s]) return corrupt();
-    const uint8_t* rows = at_rec + (meta + 15) / 16 * 16;
-    for (size_t r = 0; r < recs.size(); ++r) {
-      const auto [m, tp] = recs[r];
+    const std::vector<Arrival>& recs = arrivals[s];
+    for (const Arrival& r : recs) {
+      const uint32_t m = r.m;
       h->records[s].push_back(m);
       for (uint32_t q = 0; q < m; ++q) {
         RecordTarget tg;
-        std::memcpy(&tg, tp + q * sizeof(RecordTarget), sizeof tg);
+        std::memcpy(&tg, r.targets + q * sizeof(RecordTarget), sizeof tg);
         const int li = moe->local_index[static_cast<size_t>(tg.expert)];
         if (li < 0) return internal_error("cfxMoeDispatch: rank " + std::to_string(s) + " sent a row for expert " +
                                           std::to_string(tg.expert) + ", which rank " + std::to_string(me) + " lacks");
@@ -429,29 +482,17 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
           continue;
         }
         const size_t dst_row = h->block_offset[static_cast<size_t>(li)] + pos;
-        std::memcpy(static_cast<uint8_t*>(expert_tokens) + dst_row * row, rows + r * row, row);
+        std::memcpy(static_cast<uint8_t*>(expert_tokens) + dst_row * row, r.row, row);
         h->targets[s].push_back({static_cast<int64_t>(dst_row), tg.weight});
       }
     }
   }
   if (tokens_per_expert != nullptr)
     for (size_t i = 0; i < nlocal; ++i) tokens_per_expert[i] = h->tokens_per_expert[i];
-  for (size_t d = 0; d < n; ++d)
-    if (static_cast<int>(d) != me) h->wire_bytes += sc[d];
-  h->received_bytes += recv.size();
-  h->committed_bytes += recv.size();
   if (h->dropped > 0)
     CFX_INFO(kColl, "cfxMoeDispatch: rank %d dropped %zu token-expert pairs over capacity", me, h->dropped);
   *handle_out = h.release();
   return Status::Ok();
-}
-
-void count_traffic(cfxMoeHandle* h, const std::vector<size_t>& sc, size_t received) {
-  const int me = h->moe->comm->rank();
-  for (size_t d = 0; d < sc.size(); ++d)
-    if (static_cast<int>(d) != me) h->wire_bytes += sc[d];
-  h->received_bytes += received;
-  h->committed_bytes += received;  // exchange_bytes sizes its buffer to what arrives
 }
 
 // Combine's exchange: each (token, expert) row back to its token's rank,
@@ -459,9 +500,8 @@ void count_traffic(cfxMoeHandle* h, const std::vector<size_t>& sc, size_t receiv
 Status return_rows(cfxMoeHandle* h, const void* expert_out, Bytes* recv, std::vector<size_t>* rd) {
   cfxMoe* moe = h->moe;
   const size_t n = h->targets.size(), row = moe->row_bytes;
-  std::vector<size_t> sc(n), rc(n);
   size_t total = 0;
-  for (size_t s = 0; s < n; ++s) total += (sc[s] = h->targets[s].size() * row);
+  for (size_t s = 0; s < n; ++s) total += h->targets[s].size() * row;
   Bytes& send = moe->send_scratch;
   send.resize(total);
   size_t at = 0;
@@ -471,20 +511,11 @@ Status return_rows(cfxMoeHandle* h, const void* expert_out, Bytes* recv, std::ve
       else std::memset(send.data() + at, 0, row);  // dropped: contributes nothing
       at += row;
     }
-  rd->assign(n, 0);
-  size_t ro = 0;
-  for (size_t q = 0; q < n; ++q) {
-    rc[q] = h->returned_rows[q] * row;
-    (*rd)[q] = ro;
-    ro += rc[q];
-  }
   // Rows go back the other way: what d returns to s is what s sent d.
   std::vector<uint64_t> back(n * n);
   for (size_t s = 0; s < n; ++s)
-    for (size_t d = 0; d < n; ++d) back[d * n + s] = h->pair_matrix[s * n + d];
-  CFX_RETURN_IF_ERROR(exchange_bytes(moe, send, sc, recv, rc, back, row));
-  count_traffic(h, sc, recv->size());
-  return Status::Ok();
+    for (size_t d = 0; d < n; ++d) back[d * n + s] = h->pair_matrix[s * n + d] * row;
+  return exchange_known(h, send, back, recv, rd);
 }
 
 Status combine(cfxMoeHandle* h, const void* expert_out, const float* weights, bool use_handle_weights,
@@ -518,9 +549,8 @@ Status replay(cfxMoeHandle* h, const void* tokens, void* expert_tokens, bool sca
   cfxMoe* moe = h->moe;
   const cfxMoeConfig_t& c = moe->config;
   const size_t n = h->sent.size(), row = moe->row_bytes;
-  std::vector<size_t> sc(n), rc(n);
   size_t total = 0;
-  for (size_t d = 0; d < n; ++d) total += (sc[d] = h->sent[d].size() * row);
+  for (size_t d = 0; d < n; ++d) total += h->sent[d].size() * row;
   Bytes& send = moe->send_scratch;
   send.resize(total);
   size_t at = 0;
@@ -529,15 +559,17 @@ Status replay(cfxMoeHandle* h, const void* tokens, void* expert_tokens, bool sca
       std::memcpy(send.data() + at, static_cast<const uint8_t*>(tokens) + t * row, row);
       at += row;
     }
-  for (size_t s = 0; s < n; ++s) rc[s] = h->records[s].size() * row;
+  // A replay goes to each destination rank directly (the traffic of the
+  // flat dispatch, without its records).
+  std::vector<uint64_t> bytes(h->record_matrix.size());
+  for (size_t q = 0; q < bytes.size(); ++q) bytes[q] = h->record_matrix[q] * row;
   Bytes& recv = moe->recv_scratch;
-  CFX_RETURN_IF_ERROR(exchange_bytes(moe, send, sc, &recv, rc, h->record_matrix, row));
-  count_traffic(h, sc, recv.size());
-  size_t base = 0;
+  std::vector<size_t> rd;
+  CFX_RETURN_IF_ERROR(exchange_known(h, send, bytes, &recv, &rd));
   for (size_t s = 0; s < n; ++s) {
     size_t next_target = 0;
     for (size_t r = 0; r < h->records[s].size(); ++r) {
-      const uint8_t* src = recv.data() + base + r * row;
+      const uint8_t* src = recv.data() + rd[s] + r * row;
       for (uint32_t q = 0; q < h->records[s][r]; ++q) {
         const cfxMoeHandle::Target& tg = h->targets[s][next_target++];
         if (tg.row < 0) continue;
@@ -549,7 +581,6 @@ Status replay(cfxMoeHandle* h, const void* tokens, void* expert_tokens, bool sca
         for (size_t i = 0; i < c.hidden; ++i) store(dst, i, tg.weight * load(src, i, c.datatype), c.datatype);
       }
     }
-    base += rc[s];
   }
   return Status::Ok();
 }
@@ -643,6 +674,12 @@ cfxResult_t cfxMoeStats(cfxMoeHandle_t handle, size_t* wire_bytes, size_t* recei
   if (wire_bytes != nullptr) *wire_bytes = handle->wire_bytes;
   if (received_bytes != nullptr) *received_bytes = handle->received_bytes;
   if (committed_bytes != nullptr) *committed_bytes = handle->committed_bytes;
+  return cfxSuccess;
+}
+
+cfxResult_t cfxMoeNetworkBytes(cfxMoeHandle_t handle, size_t* network_bytes) {
+  if (handle == nullptr || network_bytes == nullptr) return cfxInvalidArgument;
+  *network_bytes = handle->network_bytes;
   return cfxSuccess;
 }
 

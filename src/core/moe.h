@@ -10,6 +10,13 @@
 // arrives. Combine returns each (token, expert) row and the token's rank
 // adds them in j order, so the result does not depend on where experts live.
 //
+// On a communicator that spans hosts with more than one rank on some host,
+// dispatch is hierarchical (core/moe_hier.cpp): a token crosses the network
+// once per destination host, to a proxy there (the rank with the sender's
+// local index), which fans it out to that host's ranks with their experts.
+// Combine returns every (token, expert) row unchanged, so the token's rank
+// still adds them in j order.
+//
 // When every rank shares one host (one-sided peer memory to all), the
 // layer takes the placed path instead (core/moe_placed.cpp): only the
 // counts are exchanged, every rank computes where each of its rows lands,
@@ -61,9 +68,15 @@ struct cfxMoe {
   std::vector<int> local_index;    // by expert id: its index among this rank's, or -1
   size_t elem = 0, row_bytes = 0;
   bool placed = false;  // rows move by the placed path (core/moe_placed.cpp)
+  bool hier = false;    // dispatch goes through one proxy per host (core/moe_hier.cpp)
+  // Hosts (ranks grouped by shared memory, in order of their lowest rank):
+  // each rank's host, its index among its host's ranks, and each host's ranks.
+  std::vector<int> host_of, index_on_host;
+  std::vector<std::vector<int>> host_ranks;
   // Scratch kept from call to call: buffers of a few MiB, allocated afresh
   // each call, cost page faults on every byte.
   conflux::Bytes send_scratch, recv_scratch;
+  conflux::Bytes forward_scratch;           // the hierarchical dispatch's second exchange
   std::vector<conflux::Bytes> spare_rows;  // expert-row buffers of freed handles
 };
 
@@ -102,6 +115,7 @@ struct cfxMoeHandle {
   std::vector<uint64_t> pair_matrix, record_matrix;
   conflux::Bytes owned_rows;  // expert rows, when the caller gave no buffer
   size_t wire_bytes = 0, received_bytes = 0, committed_bytes = 0;  // cfxMoeStats
+  size_t network_bytes = 0;  // of wire_bytes, those sent to ranks on other hosts (cfxMoeNetworkBytes)
 };
 
 namespace conflux::moe {
@@ -137,6 +151,42 @@ Result<std::vector<uint64_t>> gather_words(cfxMoe* moe, const std::vector<uint64
 // otherwise gives the rows each expert keeps under the capacity policy.
 Status check_dispatch_words(const cfxMoe& moe, const std::vector<uint64_t>& all, size_t stride, size_t rows_at,
                             std::vector<size_t>* kept);
+
+// One token row as it reached an expert rank: its `m` (expert, weight)
+// targets there (RecordTarget, packed) and its row.
+struct RecordTarget {
+  int32_t expert;
+  float weight;
+};
+struct Arrival {
+  uint32_t m;
+  const uint8_t* targets;
+  const uint8_t* row;
+};
+
+// Parses one dispatch message in the per-destination format (the record
+// count; each record's target count and targets; padding to 16 bytes; the
+// rows) into `out`, in record order.
+Status parse_records(const cfxMoe& moe, const uint8_t* at, size_t bytes, int source, std::vector<Arrival>* out);
+
+// An AlltoAllv of bytes whose whole traffic every rank knows: `bytes[s * n
+// + d]` is what rank s sends rank d; blocks are packed in rank order on both
+// sides. Knowing the matrix lets the tuner take the sparse or the one-sided
+// AlltoAllv. Counts what this rank sent into h's statistics.
+Status exchange_known(cfxMoeHandle* h, const Bytes& send, const std::vector<uint64_t>& bytes, Bytes* recv,
+                      std::vector<size_t>* rdispls);
+
+// The hierarchical dispatch (core/moe_hier.cpp). pack_by_host writes the
+// first exchange's messages: to each destination host's proxy (this rank
+// itself for its own host) every token once, with its targets on that host.
+void pack_by_host(const cfxMoe& moe, const void* tokens, size_t ntokens, const int32_t* topk_idx,
+                  const float* topk_weights, Bytes* send, std::vector<size_t>* sc, std::vector<size_t>* sd);
+// What arrived at the proxies (recv, by source rank at rd[s], rc[s] bytes)
+// fanned out to the ranks of each host: `arrivals[s]` are the rows source
+// s sent this rank, in its token order. Needs h->pair_matrix and
+// record_matrix (every rank's per-destination traffic, from the counts).
+Status fan_out_on_host(cfxMoeHandle* h, const Bytes& recv, const std::vector<size_t>& rc,
+                       const std::vector<size_t>& rd, std::vector<std::vector<Arrival>>* arrivals);
 
 // The placed path (core/moe_placed.cpp), for communicators whose ranks all
 // reach each other's memory.

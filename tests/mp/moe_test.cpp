@@ -293,6 +293,99 @@ TEST(MoeLayer, TcpTransportToo) {
   EXPECT_EQ(summarize(run_ranks(s.nranks, body, opts)), "");
 }
 
+// Ranks split into emulated hosts (CONFLUX_HOSTID: rank / per_host), so
+// that dispatch goes through one proxy per host.
+struct HostsSetup {
+  MoeSetup moe;
+  int per_host;
+};
+
+cfxComm_t init_on_host(int rank, int n, int per_host) {
+  setenv("CONFLUX_HOSTID", ("moehost" + std::to_string(rank / per_host)).c_str(), 1);
+  conflux::reload_config();
+  cfxComm_t comm = nullptr;
+  return cfxCommInitRank(&comm, n, current_unique_id(), rank) == cfxSuccess ? comm : nullptr;
+}
+
+class MoeAcrossHosts : public ::testing::TestWithParam<HostsSetup> {};
+
+TEST_P(MoeAcrossHosts, MatchesTheReference) {
+  const HostsSetup hs = GetParam();
+  RunOptions opts;
+  opts.init_comm = false;
+  opts.env = {{"CONFLUX_TIMEOUT", "60"}, {"CONFLUX_CHUNK_SIZE", "256"}};
+  auto body = [hs](cfxComm_t, int rank, int n) -> std::string {
+    cfxComm_t comm = init_on_host(rank, n, hs.per_host);
+    if (comm == nullptr) return "init failed";
+    cfxMoeConfig_t c = config_of(hs.moe);
+    cfxMoe_t moe = nullptr;
+    std::string err;
+    if (cfxMoeCreate(&moe, &c, comm) != cfxSuccess) err = std::string("create: ") + cfxGetLastError(comm);
+    for (int round = 0; round < 4 && err.empty(); ++round) err = run_round(comm, moe, hs.moe, rank, round);
+    cfxMoeDestroy(moe);
+    cfxCommDestroy(comm);
+    return err;
+  };
+  EXPECT_EQ(summarize(run_ranks(hs.moe.nranks, body, opts)), "");
+}
+
+std::string hosts_name(const ::testing::TestParamInfo<HostsSetup>& info) {
+  return setup_name({info.param.moe, info.index}) + "_" + std::to_string(info.param.per_host) + "perhost";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, MoeAcrossHosts,
+    ::testing::Values(HostsSetup{MoeSetup{4, 8, 4, 5, cfxFloat32}, 2},
+                      HostsSetup{MoeSetup{5, 10, 3, 3, cfxBfloat16, Routing::kSkewed}, 2},  // hosts of 2, 2 and 1
+                      HostsSetup{MoeSetup{6, 12, 4, 4, cfxFloat32, Routing::kHotExpert, 1.0}, 3},
+                      HostsSetup{MoeSetup{6, 6, 2, 7, cfxBfloat16, Routing::kUniform, 0, 4}, 2}),
+    hosts_name);
+
+// The same routing through a proxy per host and flat: the same expert
+// blocks, and fewer bytes over the network, counted by the library.
+TEST(MoeAcrossHosts, ProxiesSendFewerBytesOverTheNetwork) {
+  RunOptions opts;
+  opts.init_comm = false;
+  opts.env = {{"CONFLUX_TIMEOUT", "60"}};
+  const MoeSetup s{4, 16, 6, 64, cfxBfloat16};
+  auto body = [s](cfxComm_t, int rank, int n) -> std::string {
+    cfxComm_t comm = init_on_host(rank, n, 2);
+    if (comm == nullptr) return "init failed";
+    const size_t nt = tokens_of(rank, 1), k = static_cast<size_t>(s.top_k), row = s.hidden * 2;
+    std::vector<uint8_t> tokens = tokens_for(s, rank, 1);
+    std::vector<int32_t> idx(nt * k);
+    std::vector<float> w(nt * k, 1.0f);
+    for (size_t t = 0; t < nt; ++t)
+      for (size_t j = 0; j < k; ++j) idx[t * k + j] = expert_of(s, rank, t, static_cast<int>(j), 1);
+    size_t net[2] = {0, 0};
+    std::vector<uint8_t> blocks[2];
+    for (int hier = 0; hier < 2; ++hier) {
+      setenv("CONFLUX_MOE_HIER", hier ? "1" : "0", 1);
+      conflux::reload_config();
+      cfxMoeConfig_t c = config_of(s);
+      cfxMoe_t moe = nullptr;
+      if (cfxMoeCreate(&moe, &c, comm) != cfxSuccess) return std::string("create: ") + cfxGetLastError(comm);
+      std::vector<size_t> tpe(4);
+      cfxMoeHandle_t h = nullptr;
+      if (cfxMoeDispatch(moe, tokens.data(), nt, idx.data(), w.data(), nullptr, 0, tpe.data(), &h) != cfxSuccess)
+        return std::string("dispatch: ") + cfxGetLastError(comm);
+      void* rows = nullptr;
+      size_t nrows = 0;
+      cfxMoeExpertTokens(h, &rows, &nrows);
+      blocks[hier].assign(static_cast<uint8_t*>(rows), static_cast<uint8_t*>(rows) + nrows * row);
+      cfxMoeNetworkBytes(h, &net[hier]);
+      cfxMoeHandleFree(h);
+      cfxMoeDestroy(moe);
+    }
+    cfxCommDestroy(comm);
+    if (blocks[0] != blocks[1]) return "the two routes filled different expert blocks";
+    if (nt > 0 && !(net[1] < net[0]))
+      return "through proxies " + std::to_string(net[1]) + " bytes over the network, flat " + std::to_string(net[0]);
+    return "";
+  };
+  EXPECT_EQ(summarize(run_ranks(s.nranks, body, opts)), "");
+}
+
 TEST(MoeBadInput, ConfigsThatDifferAreNamedAtCreate) {
   auto body = [](cfxComm_t comm, int rank, int) -> std::string {
     MoeSetup s{3, 6, rank == 2 ? 3 : 2, 4};

@@ -1,0 +1,193 @@
+// The hierarchical MoE dispatch: a token crosses the network once per
+// destination host, not once per destination rank (see core/moe.h).
+//
+// Exchange 1 (the dynamic AlltoAllv that also carries every rank's counts):
+// each rank sends each destination host's proxy every token that has an
+// expert there, once, with all its targets on that host. A rank's proxy on
+// host H is the rank of H with the same index on its host (modulo H's size,
+// for uneven hosts); on its own host a rank is its own proxy, so tokens for
+// its host's experts go through exchange 2 alone.
+//
+// Exchange 2 (within each host; its sizes every rank computes from the
+// counts exchange 1 gathered): each proxy gives each rank of its host the
+// tokens with experts there, with the source rank and those targets only.
+// Each source reaches a rank through one proxy, in its token order, so the
+// expert blocks fill in (source rank, token) order as on the flat path.
+#include "core/moe.h"
+
+#include <cstring>
+#include <string>
+
+namespace conflux::moe {
+namespace {
+
+// The rank that forwards `source`'s tokens to the ranks of `host`.
+int proxy_of(const cfxMoe& moe, int source, int host) {
+  if (moe.host_of[static_cast<size_t>(source)] == host) return source;
+  const std::vector<int>& ranks = moe.host_ranks[static_cast<size_t>(host)];
+  return ranks[static_cast<size_t>(moe.index_on_host[static_cast<size_t>(source)]) % ranks.size()];
+}
+
+size_t padded(size_t bytes) { return (bytes + 15) / 16 * 16; }
+
+// Exchange 2's message from a proxy to one rank: the entry count, each
+// entry's source rank, target count and targets, padding, then the rows.
+constexpr size_t kEntryHeader = 8;
+
+// Exchange 2's bytes for every (proxy, destination) pair, from every rank's
+// per-destination records and pairs.
+std::vector<uint64_t> fan_out_bytes(const cfxMoeHandle& h) {
+  const cfxMoe& moe = *h.moe;
+  const size_t n = moe.host_of.size();
+  std::vector<uint64_t> entries(n * n, 0), pairs(n * n, 0), bytes(n * n, 0);
+  for (size_t s = 0; s < n; ++s)
+    for (size_t d = 0; d < n; ++d) {
+      if (h.record_matrix[s * n + d] == 0) continue;
+      const size_t p = static_cast<size_t>(proxy_of(moe, static_cast<int>(s), moe.host_of[d]));
+      entries[p * n + d] += h.record_matrix[s * n + d];
+      pairs[p * n + d] += h.pair_matrix[s * n + d];
+    }
+  for (size_t q = 0; q < n * n; ++q)
+    if (entries[q] > 0)
+      bytes[q] = padded(4 + entries[q] * kEntryHeader + pairs[q] * sizeof(RecordTarget)) + entries[q] * moe.row_bytes;
+  return bytes;
+}
+
+}  // namespace
+
+void pack_by_host(const cfxMoe& moe, const void* tokens, size_t ntokens, const int32_t* topk_idx,
+                  const float* topk_weights, Bytes* send, std::vector<size_t>* sc, std::vector<size_t>* sd) {
+  const size_t n = moe.host_of.size(), nhosts = moe.host_ranks.size(), k = static_cast<size_t>(moe.config.top_k),
+               row = moe.row_bytes;
+  const int me = moe.comm->rank();
+  // Per destination host: each token with an expert there, and its targets there in j order.
+  std::vector<std::vector<std::pair<uint32_t, std::vector<RecordTarget>>>> by_host(nhosts);
+  for (size_t t = 0; t < ntokens; ++t)
+    for (size_t j = 0; j < k; ++j) {
+      const int32_t e = topk_idx[t * k + j];
+      const size_t host = static_cast<size_t>(moe.host_of[static_cast<size_t>(moe.expert_rank[static_cast<size_t>(e)])]);
+      auto& list = by_host[host];
+      if (list.empty() || list.back().first != t) list.emplace_back(static_cast<uint32_t>(t), std::vector<RecordTarget>{});
+      list.back().second.push_back({e, topk_weights[t * k + j]});
+    }
+  std::vector<int> host_at(n, -1);  // the host whose proxy each rank is for this rank
+  for (size_t host = 0; host < nhosts; ++host) host_at[static_cast<size_t>(proxy_of(moe, me, static_cast<int>(host)))] = static_cast<int>(host);
+  size_t total = 0;
+  std::vector<size_t> meta(n, 0);
+  for (size_t p = 0; p < n; ++p) {
+    (*sd)[p] = total;
+    (*sc)[p] = 0;
+    if (host_at[p] < 0 || by_host[static_cast<size_t>(host_at[p])].empty()) continue;
+    const auto& list = by_host[static_cast<size_t>(host_at[p])];
+    size_t m = 4;
+    for (const auto& rec : list) m += 4 + rec.second.size() * sizeof(RecordTarget);
+    meta[p] = padded(m);
+    (*sc)[p] = meta[p] + list.size() * row;
+    total += (*sc)[p];
+  }
+  send->resize(total);
+  for (size_t p = 0; p < n; ++p) {
+    if ((*sc)[p] == 0) continue;
+    const auto& list = by_host[static_cast<size_t>(host_at[p])];
+    uint8_t* at = send->data() + (*sd)[p];
+    uint8_t* rows = at + meta[p];
+    std::memset(at, 0, meta[p]);
+    const uint32_t nrec = static_cast<uint32_t>(list.size());
+    std::memcpy(at, &nrec, 4);
+    at += 4;
+    for (const auto& [t, targets] : list) {
+      const uint32_t m = static_cast<uint32_t>(targets.size());
+      std::memcpy(at, &m, 4);
+      std::memcpy(at + 4, targets.data(), targets.size() * sizeof(RecordTarget));
+      at += 4 + targets.size() * sizeof(RecordTarget);
+      std::memcpy(rows, static_cast<const uint8_t*>(tokens) + t * row, row);
+      rows += row;
+    }
+  }
+}
+
+Status fan_out_on_host(cfxMoeHandle* h, const Bytes& recv, const std::vector<size_t>& rc,
+                       const std::vector<size_t>& rd, std::vector<std::vector<Arrival>>* arrivals) {
+  cfxMoe* moe = h->moe;
+  const size_t n = moe->host_of.size(), row = moe->row_bytes;
+  const int me = moe->comm->rank();
+  // What this rank received as a proxy, by source.
+  std::vector<std::vector<Arrival>> proxied(n);
+  for (size_t s = 0; s < n; ++s)
+    CFX_RETURN_IF_ERROR(parse_records(*moe, recv.data() + rd[s], rc[s], static_cast<int>(s), &proxied[s]));
+  const std::vector<uint64_t> bytes = fan_out_bytes(*h);
+  size_t total = 0;
+  for (size_t d = 0; d < n; ++d) total += bytes[static_cast<size_t>(me) * n + d];
+  Bytes& send = moe->send_scratch;
+  send.resize(total);
+  uint8_t* at = send.data();
+  std::vector<RecordTarget> mine;
+  for (size_t d = 0; d < n; ++d) {
+    const size_t want = bytes[static_cast<size_t>(me) * n + d];
+    if (want == 0) continue;
+    // Entries first, rows after the padded entries; both in (source, token) order.
+    std::vector<const uint8_t*> rows;
+    uint8_t* entry = at + 4;
+    for (size_t s = 0; s < n; ++s)
+      for (const Arrival& a : proxied[s]) {
+        mine.clear();
+        for (uint32_t q = 0; q < a.m; ++q) {
+          RecordTarget tg;
+          std::memcpy(&tg, a.targets + q * sizeof tg, sizeof tg);
+          if (tg.expert < 0 || tg.expert >= moe->config.num_experts)
+            return internal_error("cfxMoeDispatch: rank " + std::to_string(s) + " sent a row for expert " +
+                                  std::to_string(tg.expert) + " through rank " + std::to_string(me));
+          if (moe->expert_rank[static_cast<size_t>(tg.expert)] == static_cast<int>(d)) mine.push_back(tg);
+        }
+        if (mine.empty()) continue;
+        const uint32_t header[2] = {static_cast<uint32_t>(s), static_cast<uint32_t>(mine.size())};
+        const size_t entry_bytes = kEntryHeader + mine.size() * sizeof(RecordTarget);
+        if (static_cast<size_t>(entry + entry_bytes - at) > want)
+          return internal_error("cfxMoeDispatch: rank " + std::to_string(me) + "'s rows for rank " +
+                                std::to_string(d) + " do not match the counts every rank gathered");
+        std::memcpy(entry, header, sizeof header);
+        std::memcpy(entry + kEntryHeader, mine.data(), mine.size() * sizeof(RecordTarget));
+        entry += entry_bytes;
+        rows.push_back(a.row);
+      }
+    const size_t meta = padded(static_cast<size_t>(entry - at));
+    if (meta + rows.size() * row != want)
+      return internal_error("cfxMoeDispatch: rank " + std::to_string(me) + "'s rows for rank " + std::to_string(d) +
+                            " do not match the counts every rank gathered");
+    const uint32_t nent = static_cast<uint32_t>(rows.size());
+    std::memcpy(at, &nent, 4);
+    std::memset(entry, 0, static_cast<size_t>(at + meta - entry));
+    for (size_t r = 0; r < rows.size(); ++r) std::memcpy(at + meta + r * row, rows[r], row);
+    at += want;
+  }
+  Bytes& got = moe->forward_scratch;
+  std::vector<size_t> from;
+  CFX_RETURN_IF_ERROR(exchange_known(h, send, bytes, &got, &from));
+  for (size_t p = 0; p < n; ++p) {
+    const size_t size = bytes[p * n + static_cast<size_t>(me)];
+    if (size == 0) continue;
+    const uint8_t* base = got.data() + from[p];
+    auto corrupt = [&] { return internal_error("cfxMoeDispatch: a corrupt forwarded stream from rank " + std::to_string(p)); };
+    uint32_t nent = 0;
+    std::memcpy(&nent, base, 4);
+    size_t off = 4;
+    std::vector<std::pair<uint32_t, Arrival>> entries;
+    for (uint32_t e = 0; e < nent; ++e) {
+      uint32_t header[2];
+      if (off + kEntryHeader > size) return corrupt();
+      std::memcpy(header, base + off, sizeof header);
+      if (header[0] >= n) return corrupt();
+      entries.push_back({header[0], Arrival{header[1], base + off + kEntryHeader, nullptr}});
+      off += kEntryHeader + header[1] * sizeof(RecordTarget);
+    }
+    off = padded(off);
+    if (off + nent * row != size) return corrupt();
+    for (uint32_t e = 0; e < nent; ++e) {
+      entries[e].second.row = base + off + e * row;
+      (*arrivals)[entries[e].first].push_back(entries[e].second);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace conflux::moe
