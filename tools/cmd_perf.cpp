@@ -352,6 +352,9 @@ const conflux::tools::RegisterCommand kPerf{
       m->add_option("--topk", moe->topk, "experts per token (comma list)");
       m->add_option("--routing", moe->routing, "uniform, zipfS (e.g. zipf1.5; hot experts rotate), half (comma list)");
       m->add_option("--empty-ranks", moe->empty_ranks, "the last this many ranks dispatch no tokens");
+      m->add_option("--host-partial-sums", moe->host_partial_sums,
+                    "across hosts, combine sends one partial per (token, host): 1 in float, 2 in the datatype")
+          ->check(CLI::Range(0, 2));
       m->add_option("--moe-dtype", moe->dtype, "bfloat16|half|float");
       m->add_option("--moe-iters", moe->iters, "timed iterations per case");
       m->add_option("--moe-warmup", moe->warmup, "untimed iterations per case");

@@ -80,8 +80,8 @@ int run_moe_perf(const MoePerfOptions& o) {
     std::printf("# conflux perf moe: %d ranks, %d experts, %s, %d iterations (+%d warm-up), slowest rank per iteration%s\n",
                 n, o.experts, o.dtype.c_str(), o.iters, o.warmup,
                 o.empty_ranks > 0 ? (", the last " + std::to_string(o.empty_ranks) + " rank(s) without tokens").c_str() : "");
-    std::printf("# %8s %7s %5s %10s %11s %11s %13s %11s\n", "tokens", "hidden", "topk", "routing", "median(us)",
-                "p99(us)", "wire(MiB/it)", "commit/recv");
+    std::printf("# %8s %7s %5s %10s %11s %11s %13s %11s %12s\n", "tokens", "hidden", "topk", "routing", "median(us)",
+                "p99(us)", "wire(MiB/it)", "commit/recv", "net(MiB/it)");
   }
   const size_t elem = cfxTypeSize(dtype);
   std::vector<int> placement(static_cast<size_t>(o.experts));
@@ -96,6 +96,7 @@ int run_moe_perf(const MoePerfOptions& o) {
     cfg.datatype = dtype;
     cfg.max_tokens_per_rank = c.tokens;
     cfg.expert_to_rank = placement.data();
+    cfg.host_partial_sums = o.host_partial_sums;
     cfxMoe_t moe = nullptr;
     if (cfxMoeCreate(&moe, &cfg, comm) != cfxSuccess) {
       std::fprintf(stderr, "conflux perf moe: rank %d: %s\n", rank, cfxGetLastError(comm));
@@ -115,7 +116,7 @@ int run_moe_perf(const MoePerfOptions& o) {
     std::vector<float> w(idx.size());
     std::vector<double> cdf(static_cast<size_t>(o.experts));
     std::vector<double> times;
-    size_t wire = 0, received = 0, committed = 0;
+    size_t wire = 0, received = 0, committed = 0, network = 0;
     bool failed = false;
     for (int it = 0; it < o.warmup + o.iters && !failed; ++it) {
       moe_popularity(&routing, o.experts, it, cdf.data());
@@ -138,6 +139,9 @@ int run_moe_perf(const MoePerfOptions& o) {
         times.push_back(us);
         size_t wb = 0, rb = 0, cb = 0;
         cfxMoeStats(h, &wb, &rb, &cb);
+        size_t nb = 0;
+        cfxMoeNetworkBytes(h, &nb);
+        network += nb;
         wire += wb;
         received += rb;
         committed += cb;
@@ -152,12 +156,14 @@ int run_moe_perf(const MoePerfOptions& o) {
     // The slowest rank's time per iteration; the bytes of all ranks.
     std::vector<double> slowest(times.size());
     cfxAllReduce(times.data(), slowest.data(), times.size(), cfxFloat64, cfxMax, comm);
-    double totals[3] = {static_cast<double>(wire), static_cast<double>(received), static_cast<double>(committed)}, sums[3];
-    cfxAllReduce(totals, sums, 3, cfxFloat64, cfxSum, comm);
+    double totals[4] = {static_cast<double>(wire), static_cast<double>(received), static_cast<double>(committed),
+                        static_cast<double>(network)},
+           sums[4];
+    cfxAllReduce(totals, sums, 4, cfxFloat64, cfxSum, comm);
     if (rank == 0)
-      std::printf("  %8zu %7zu %5d %10s %11.1f %11.1f %13.3f %11.3f\n", c.tokens, c.hidden, c.top_k, c.routing.c_str(),
-                  percentile(slowest, 0.5), percentile(slowest, 0.99), sums[0] / o.iters / (1 << 20),
-                  sums[1] > 0 ? sums[2] / sums[1] : 1.0);
+      std::printf("  %8zu %7zu %5d %10s %11.1f %11.1f %13.3f %11.3f %12.3f\n", c.tokens, c.hidden, c.top_k,
+                  c.routing.c_str(), percentile(slowest, 0.5), percentile(slowest, 0.99), sums[0] / o.iters / (1 << 20),
+                  sums[1] > 0 ? sums[2] / sums[1] : 1.0, sums[3] / o.iters / (1 << 20));
     std::fflush(stdout);
   }
   cfxCommDestroy(comm);

@@ -13,6 +13,7 @@ struct MoePerfOptions {
   std::string routing = "uniform";          // uniform, zipfS, half; a list
   std::string dtype = "bfloat16";
   int empty_ranks = 0;                      // the last this many ranks dispatch no tokens
+  int host_partial_sums = 0;                // cfxMoeConfig_t.host_partial_sums (multi-host combine)
   int iters = 200;
   int warmup = 10;
   unsigned seed = 1;

@@ -223,6 +223,18 @@ typedef struct {
      passes a smaller size). */
   size_t expert_alignment;    /* rows: each expert's block starts at a multiple of it (0 or 1: packed) */
   int64_t timeout_ms;         /* per dispatch/combine (0: the communicator's) */
+  /* cfxMoeCombine on a communicator that spans hosts. 0: every (token,
+     expert) row crosses back and the token's rank adds them in j order, as
+     specified below. 1: each expert host adds its experts' weighted rows for
+     a token first (in float, in j order) and only that partial sum crosses
+     the network, as float; the token's rank adds the partials in host order:
+     fewer bytes where a token has several experts on one host, the same
+     terms grouped by host (float rounding may differ from the j-order sum).
+     2: as 1 with each partial rounded to the datatype on the way (half the
+     bytes of 1 for 16-bit types; one more rounding per host, as DeepEP's
+     internode combine). cfxMoeCombineWeighted and cfxMoeGatherRows always
+     return the rows. */
+  int host_partial_sums;
 } cfxMoeConfig_t;
 cfxResult_t cfxMoeCreate(cfxMoe_t* moe, const cfxMoeConfig_t* config, cfxComm_t comm);   /* collective */
 /* expert_tokens: this rank's experts in ascending id, each a packed block of tokens_per_expert[i] rows;

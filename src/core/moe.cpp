@@ -202,6 +202,9 @@ Status check_config(const cfxMoeConfig_t* c, int nranks) {
   if (c->datatype != cfxFloat32 && c->datatype != cfxBfloat16 && c->datatype != cfxFloat16)
     return bad("datatype must be float32, bfloat16 or float16");
   if (!(c->capacity_factor >= 0) || !std::isfinite(c->capacity_factor)) return bad("capacity_factor must be >= 0");
+  if (c->size >= offsetof(cfxMoeConfig_t, host_partial_sums) + sizeof c->host_partial_sums &&
+      (c->host_partial_sums < 0 || c->host_partial_sums > 2))
+    return bad("host_partial_sums " + std::to_string(c->host_partial_sums) + " must be 0, 1 or 2");
   if (c->expert_to_rank == nullptr && (c->num_experts < nranks || c->num_experts % nranks != 0))
     return bad("blocked placement needs num_experts (" + std::to_string(c->num_experts) +
                ") to be a multiple of the ranks (" + std::to_string(nranks) + "); pass expert_to_rank");
@@ -237,13 +240,14 @@ std::vector<uint64_t> fingerprint(const cfxMoe& m) {
   const cfxMoeConfig_t& c = m.config;
   return {static_cast<uint64_t>(c.num_experts), static_cast<uint64_t>(c.top_k), c.hidden,
           static_cast<uint64_t>(c.datatype), c.max_tokens_per_rank, std::bit_cast<uint64_t>(c.capacity_factor),
-          c.expert_alignment, map, m.placed ? 1u : 0u, m.hier ? 1u : 0u};
+          c.expert_alignment, map, m.placed ? 1u : 0u, m.hier ? 1u : 0u,
+          static_cast<uint64_t>(c.host_partial_sums)};
 }
 
 const char* kFieldNames[] = {"num_experts",      "top_k",          "hidden",
                              "datatype",         "max_tokens_per_rank", "capacity_factor",
                              "expert_alignment", "expert_to_rank", "row exchange (1: placed; CONFLUX_MOE_PLACED)",
-                             "dispatch route (1: through a proxy per host; CONFLUX_MOE_HIER)"};
+                             "dispatch route (1: through a proxy per host; CONFLUX_MOE_HIER)", "host_partial_sums"};
 
 Status create(cfxMoe_t* out, const cfxMoeConfig_t* config, cfxComm* comm) {
   if (out == nullptr) return invalid_argument("cfxMoeCreate: moe is NULL");
@@ -269,10 +273,8 @@ Status create(cfxMoe_t* out, const cfxMoeConfig_t* config, cfxComm* comm) {
   // Rows are copied once, one-sided, where every rank reaches the others' memory.
   moe->placed = comm->one_sided_to_all() && conflux::config().moe_placed && conflux::config().shm_collectives;
   find_hosts(moe.get());
-  // Through proxies where some host has more than one rank and there is more than one host.
-  size_t widest = 0;
-  for (const auto& ranks : moe->host_ranks) widest = std::max(widest, ranks.size());
-  moe->hier = !moe->placed && moe->host_ranks.size() > 1 && widest > 1 && conflux::config().moe_hier;
+  // Through proxies wherever the ranks span hosts.
+  moe->hier = !moe->placed && moe->host_ranks.size() > 1 && conflux::config().moe_hier;
   moe->elem = datatype_size(config->datatype);
   moe->row_bytes = moe->elem * config->hidden;
   // Every rank's configuration, compared with every other's: a rank that
@@ -377,9 +379,11 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
     std::fill(rows_for.begin(), rows_for.end(), 0);
   }
   std::vector<size_t> sc(n), sd(n);
+  std::vector<uint64_t> host_tokens;
   Bytes& send = moe->send_scratch;
   if (moe->hier) {
-    pack_by_host(*moe, tokens, problem == kNoProblem ? ntokens : 0, topk_idx, topk_weights, &send, &sc, &sd);
+    pack_by_host(*moe, tokens, problem == kNoProblem ? ntokens : 0, topk_idx, topk_weights, &send, &sc, &sd,
+                 &host_tokens);
   } else {
     pack_by_rank(*moe, tokens, out, &send, &sc, &sd);
   }
@@ -397,6 +401,7 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
   for (size_t d = 0; d < n; ++d) x.extra.push_back(problem == kNoProblem ? h->returned_rows[d] : 0);
   for (size_t d = 0; d < n; ++d) x.extra.push_back(problem == kNoProblem ? out[d].size() : 0);
   x.extra.insert(x.extra.end(), rows_for.begin(), rows_for.end());
+  x.extra.insert(x.extra.end(), host_tokens.begin(), host_tokens.end());  // hierarchical: tokens per host
   Bytes& recv = moe->recv_scratch;
   std::vector<size_t> kept;
   const size_t nextra = x.extra.size();
@@ -410,6 +415,10 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
         h->pair_matrix[s * n + d] = all[s * nextra + 2 + d];
         h->record_matrix[s * n + d] = all[s * nextra + 2 + n + d];
       }
+    const size_t hosts = host_tokens.size();
+    h->host_records.resize(n * hosts);
+    for (size_t s = 0; s < n; ++s)
+      for (size_t q = 0; q < hosts; ++q) h->host_records[s * hosts + q] = all[s * nextra + 2 + 2 * n + E + q];
     recv.resize(recv_bytes);
     return static_cast<void*>(recv.data());
   };
@@ -521,6 +530,8 @@ Status return_rows(cfxMoeHandle* h, const void* expert_out, Bytes* recv, std::ve
 Status combine(cfxMoeHandle* h, const void* expert_out, const float* weights, bool use_handle_weights,
                void* tokens_out, bool rows_only) {
   if (h->moe->placed) return placed_combine(h, expert_out, weights, use_handle_weights, tokens_out, rows_only);
+  if (h->moe->hier && h->moe->config.host_partial_sums != 0 && use_handle_weights && !rows_only)
+    return host_partial_combine(h, expert_out, tokens_out);
   cfxMoe* moe = h->moe;
   const cfxMoeConfig_t& c = moe->config;
   const size_t k = static_cast<size_t>(c.top_k), row = moe->row_bytes;

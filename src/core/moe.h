@@ -10,12 +10,13 @@
 // arrives. Combine returns each (token, expert) row and the token's rank
 // adds them in j order, so the result does not depend on where experts live.
 //
-// On a communicator that spans hosts with more than one rank on some host,
-// dispatch is hierarchical (core/moe_hier.cpp): a token crosses the network
+// On a communicator that spans hosts, dispatch is hierarchical (core/moe_hier.cpp): a token crosses the network
 // once per destination host, to a proxy there (the rank with the sender's
 // local index), which fans it out to that host's ranks with their experts.
 // Combine returns every (token, expert) row unchanged, so the token's rank
-// still adds them in j order.
+// still adds them in j order; or, with config.host_partial_sums, each host
+// adds its experts' weighted rows first and one partial per (token, host)
+// crosses back.
 //
 // When every rank shares one host (one-sided peer memory to all), the
 // layer takes the placed path instead (core/moe_placed.cpp): only the
@@ -113,6 +114,19 @@ struct cfxMoeHandle {
   // [s * n + d]: (token, expert) pairs and records rank s sent rank d: the
   // traffic of combine (reversed) and of a replay, known to every rank.
   std::vector<uint64_t> pair_matrix, record_matrix;
+  // The hierarchical path (moe->hier): [s * hosts + host], the tokens rank s
+  // sent to that host's proxy (known to every rank); and as a proxy, for
+  // each source rank, each record's target count and, per target in j
+  // order, the rank of this host holding it, the row's position among
+  // those that rank returns to this proxy, and its weight.
+  std::vector<uint64_t> host_records;
+  struct ProxyTarget {
+    int32_t rank;
+    uint32_t pos;
+    float weight;
+  };
+  std::vector<std::vector<uint32_t>> proxy_records;
+  std::vector<std::vector<ProxyTarget>> proxy_targets;
   conflux::Bytes owned_rows;  // expert rows, when the caller gave no buffer
   size_t wire_bytes = 0, received_bytes = 0, committed_bytes = 0;  // cfxMoeStats
   size_t network_bytes = 0;  // of wire_bytes, those sent to ranks on other hosts (cfxMoeNetworkBytes)
@@ -179,14 +193,20 @@ Status exchange_known(cfxMoeHandle* h, const Bytes& send, const std::vector<uint
 // The hierarchical dispatch (core/moe_hier.cpp). pack_by_host writes the
 // first exchange's messages: to each destination host's proxy (this rank
 // itself for its own host) every token once, with its targets on that host.
+// host_tokens[host]: the tokens sent to that host.
 void pack_by_host(const cfxMoe& moe, const void* tokens, size_t ntokens, const int32_t* topk_idx,
-                  const float* topk_weights, Bytes* send, std::vector<size_t>* sc, std::vector<size_t>* sd);
+                  const float* topk_weights, Bytes* send, std::vector<size_t>* sc, std::vector<size_t>* sd,
+                  std::vector<uint64_t>* host_tokens);
 // What arrived at the proxies (recv, by source rank at rd[s], rc[s] bytes)
 // fanned out to the ranks of each host: `arrivals[s]` are the rows source
 // s sent this rank, in its token order. Needs h->pair_matrix and
 // record_matrix (every rank's per-destination traffic, from the counts).
 Status fan_out_on_host(cfxMoeHandle* h, const Bytes& recv, const std::vector<size_t>& rc,
                        const std::vector<size_t>& rd, std::vector<std::vector<Arrival>>* arrivals);
+// cfxMoeCombine with host partial sums (config.host_partial_sums): the rows
+// go back to their proxies within each host, each proxy adds each token's
+// weighted rows, and one partial per (token, host) crosses back.
+Status host_partial_combine(cfxMoeHandle* h, const void* expert_out, void* tokens_out);
 
 // The placed path (core/moe_placed.cpp), for communicators whose ranks all
 // reach each other's memory.

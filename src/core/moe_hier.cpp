@@ -13,8 +13,16 @@
 // tokens with experts there, with the source rank and those targets only.
 // Each source reaches a rank through one proxy, in its token order, so the
 // expert blocks fill in (source rank, token) order as on the flat path.
+//
+// A combine with host partial sums runs the same route backwards: each
+// expert rank returns its rows to the proxies they came through (within the
+// host), each proxy adds every token's weighted rows in j order, and one
+// partial per (token, host) crosses back to the token's rank.
 #include "core/moe.h"
 
+#include "core/moe_rows.h"
+
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -56,7 +64,8 @@ std::vector<uint64_t> fan_out_bytes(const cfxMoeHandle& h) {
 }  // namespace
 
 void pack_by_host(const cfxMoe& moe, const void* tokens, size_t ntokens, const int32_t* topk_idx,
-                  const float* topk_weights, Bytes* send, std::vector<size_t>* sc, std::vector<size_t>* sd) {
+                  const float* topk_weights, Bytes* send, std::vector<size_t>* sc, std::vector<size_t>* sd,
+                  std::vector<uint64_t>* host_tokens) {
   const size_t n = moe.host_of.size(), nhosts = moe.host_ranks.size(), k = static_cast<size_t>(moe.config.top_k),
                row = moe.row_bytes;
   const int me = moe.comm->rank();
@@ -70,6 +79,8 @@ void pack_by_host(const cfxMoe& moe, const void* tokens, size_t ntokens, const i
       if (list.empty() || list.back().first != t) list.emplace_back(static_cast<uint32_t>(t), std::vector<RecordTarget>{});
       list.back().second.push_back({e, topk_weights[t * k + j]});
     }
+  host_tokens->resize(nhosts);
+  for (size_t host = 0; host < nhosts; ++host) (*host_tokens)[host] = by_host[host].size();
   std::vector<int> host_at(n, -1);  // the host whose proxy each rank is for this rank
   for (size_t host = 0; host < nhosts; ++host) host_at[static_cast<size_t>(proxy_of(moe, me, static_cast<int>(host)))] = static_cast<int>(host);
   size_t total = 0;
@@ -111,10 +122,20 @@ Status fan_out_on_host(cfxMoeHandle* h, const Bytes& recv, const std::vector<siz
   cfxMoe* moe = h->moe;
   const size_t n = moe->host_of.size(), row = moe->row_bytes;
   const int me = moe->comm->rank();
-  // What this rank received as a proxy, by source.
+  // What this rank received as a proxy, by source; where each target went is
+  // kept for a combine with host partial sums.
   std::vector<std::vector<Arrival>> proxied(n);
-  for (size_t s = 0; s < n; ++s)
+  std::vector<std::vector<size_t>> first(n);  // by source: each record's first target in proxy_targets
+  h->proxy_records.assign(n, {});
+  h->proxy_targets.assign(n, {});
+  for (size_t s = 0; s < n; ++s) {
     CFX_RETURN_IF_ERROR(parse_records(*moe, recv.data() + rd[s], rc[s], static_cast<int>(s), &proxied[s]));
+    for (const Arrival& a : proxied[s]) {
+      first[s].push_back(h->proxy_targets[s].size());
+      h->proxy_records[s].push_back(a.m);
+      h->proxy_targets[s].resize(h->proxy_targets[s].size() + a.m);
+    }
+  }
   const std::vector<uint64_t> bytes = fan_out_bytes(*h);
   size_t total = 0;
   for (size_t d = 0; d < n; ++d) total += bytes[static_cast<size_t>(me) * n + d];
@@ -128,8 +149,10 @@ Status fan_out_on_host(cfxMoeHandle* h, const Bytes& recv, const std::vector<siz
     // Entries first, rows after the padded entries; both in (source, token) order.
     std::vector<const uint8_t*> rows;
     uint8_t* entry = at + 4;
+    uint32_t returned = 0;  // rows rank d returns to this proxy, in this message's order
     for (size_t s = 0; s < n; ++s)
-      for (const Arrival& a : proxied[s]) {
+      for (size_t r = 0; r < proxied[s].size(); ++r) {
+        const Arrival& a = proxied[s][r];
         mine.clear();
         for (uint32_t q = 0; q < a.m; ++q) {
           RecordTarget tg;
@@ -137,7 +160,9 @@ Status fan_out_on_host(cfxMoeHandle* h, const Bytes& recv, const std::vector<siz
           if (tg.expert < 0 || tg.expert >= moe->config.num_experts)
             return internal_error("cfxMoeDispatch: rank " + std::to_string(s) + " sent a row for expert " +
                                   std::to_string(tg.expert) + " through rank " + std::to_string(me));
-          if (moe->expert_rank[static_cast<size_t>(tg.expert)] == static_cast<int>(d)) mine.push_back(tg);
+          if (moe->expert_rank[static_cast<size_t>(tg.expert)] != static_cast<int>(d)) continue;
+          mine.push_back(tg);
+          h->proxy_targets[s][first[s][r] + q] = {static_cast<int32_t>(d), returned++, tg.weight};
         }
         if (mine.empty()) continue;
         const uint32_t header[2] = {static_cast<uint32_t>(s), static_cast<uint32_t>(mine.size())};
@@ -186,6 +211,96 @@ Status fan_out_on_host(cfxMoeHandle* h, const Bytes& recv, const std::vector<siz
       entries[e].second.row = base + off + e * row;
       (*arrivals)[entries[e].first].push_back(entries[e].second);
     }
+  }
+  return Status::Ok();
+}
+
+Status host_partial_combine(cfxMoeHandle* h, const void* expert_out, void* tokens_out) {
+  cfxMoe* moe = h->moe;
+  const cfxMoeConfig_t& c = moe->config;
+  const size_t n = moe->host_of.size(), hosts = moe->host_ranks.size(), row = moe->row_bytes,
+               k = static_cast<size_t>(c.top_k), hidden = c.hidden, me = static_cast<size_t>(moe->comm->rank()),
+               my_host = static_cast<size_t>(moe->host_of[me]);
+  const bool as_float = c.host_partial_sums == 1;
+  const size_t partial = as_float ? hidden * sizeof(float) : row;
+  // 1. Within each host: every expert rank's rows back to the proxies they
+  //    came through, in the order each proxy sent them.
+  std::vector<uint64_t> up(n * n, 0);
+  for (size_t s = 0; s < n; ++s)
+    for (size_t d = 0; d < n; ++d)
+      if (h->pair_matrix[s * n + d] > 0)
+        up[d * n + static_cast<size_t>(proxy_of(*moe, static_cast<int>(s), moe->host_of[d]))] +=
+            h->pair_matrix[s * n + d] * row;
+  Bytes& rows_up = moe->send_scratch;
+  size_t total = 0;
+  for (size_t s = 0; s < n; ++s) total += h->targets[s].size() * row;
+  rows_up.resize(total);
+  uint8_t* at = rows_up.data();
+  for (size_t p = 0; p < n; ++p)
+    for (size_t s = 0; s < n; ++s) {
+      if (static_cast<size_t>(proxy_of(*moe, static_cast<int>(s), static_cast<int>(my_host))) != p) continue;
+      for (const cfxMoeHandle::Target& tg : h->targets[s]) {
+        if (tg.row >= 0) std::memcpy(at, static_cast<const uint8_t*>(expert_out) + tg.row * row, row);
+        else std::memset(at, 0, row);  // dropped: contributes nothing
+        at += row;
+      }
+    }
+  Bytes& got = moe->recv_scratch;
+  std::vector<size_t> from;
+  CFX_RETURN_IF_ERROR(exchange_known(h, rows_up, up, &got, &from));
+  // 2. As a proxy: each token's weighted rows from this host, added in j
+  //    order, one partial per token for its source rank.
+  std::vector<uint64_t> down(n * n, 0);
+  for (size_t s = 0; s < n; ++s)
+    for (size_t q = 0; q < hosts; ++q)
+      down[static_cast<size_t>(proxy_of(*moe, static_cast<int>(s), static_cast<int>(q))) * n + s] =
+          h->host_records[s * hosts + q] * partial;
+  Bytes& sums = moe->forward_scratch;
+  total = 0;
+  for (size_t s = 0; s < n; ++s) total += down[me * n + s];
+  sums.resize(total);
+  const MoeAccumulateFn accumulate = moe_accumulate_for(c.datatype);
+  const MoeStoreFn store_out = moe_store_for(c.datatype);
+  std::vector<float> acc(hidden);
+  at = sums.data();
+  for (size_t s = 0; s < n; ++s) {
+    if (h->proxy_records[s].size() * partial != down[me * n + s])
+      return internal_error("cfxMoeCombine: rank " + std::to_string(me) + " proxied " +
+                            std::to_string(h->proxy_records[s].size()) + " tokens of rank " + std::to_string(s) +
+                            ", not what every rank counted");
+    size_t next = 0;
+    for (uint32_t m : h->proxy_records[s]) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      for (uint32_t q = 0; q < m; ++q) {
+        const cfxMoeHandle::ProxyTarget& pt = h->proxy_targets[s][next++];
+        accumulate(acc.data(), got.data() + from[static_cast<size_t>(pt.rank)] + pt.pos * row, pt.weight, hidden);
+      }
+      if (as_float) std::memcpy(at, acc.data(), partial);
+      else store_out(at, acc.data(), hidden);
+      at += partial;
+    }
+  }
+  Bytes& back = moe->send_scratch;
+  CFX_RETURN_IF_ERROR(exchange_known(h, sums, down, &back, &from));
+  // 3. The token's rank adds its hosts' partials, in host order.
+  const MoeAccumulateFn add_partial = moe_accumulate_for(as_float ? cfxFloat32 : c.datatype);
+  std::vector<const uint8_t*> next_of(hosts);
+  for (size_t q = 0; q < hosts; ++q)
+    next_of[q] = back.data() + from[static_cast<size_t>(proxy_of(*moe, static_cast<int>(me), static_cast<int>(q)))];
+  std::vector<char> on_host(hosts);
+  for (size_t t = 0; t < h->ntokens; ++t) {
+    std::fill(on_host.begin(), on_host.end(), 0);
+    for (size_t j = 0; j < k; ++j) {
+      const int32_t d = h->pair_rank[t * k + j];
+      if (d >= 0) on_host[static_cast<size_t>(moe->host_of[static_cast<size_t>(d)])] = 1;
+    }
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (size_t q = 0; q < hosts; ++q) {
+      if (!on_host[q]) continue;
+      add_partial(acc.data(), next_of[q], 1.0f, hidden);
+      next_of[q] += partial;
+    }
+    store_out(static_cast<uint8_t*>(tokens_out) + t * row, acc.data(), hidden);
   }
   return Status::Ok();
 }

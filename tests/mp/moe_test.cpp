@@ -386,6 +386,105 @@ TEST(MoeAcrossHosts, ProxiesSendFewerBytesOverTheNetwork) {
   EXPECT_EQ(summarize(run_ranks(s.nranks, body, opts)), "");
 }
 
+// Combine with host partial sums (1: float partials, 2: in the datatype)
+// against the j-order sum of the same handle (cfxMoeCombineWeighted with
+// the handle's weights returns every row): equal within the rounding the
+// grouping allows, with fewer bytes over the network.
+struct PartialSetup {
+  MoeSetup moe;
+  int per_host;
+  int mode;
+};
+
+class MoeHostPartialSums : public ::testing::TestWithParam<PartialSetup> {};
+
+TEST_P(MoeHostPartialSums, AgreeWithTheJOrderSumAndSendFewerBytes) {
+  const PartialSetup ps = GetParam();
+  RunOptions opts;
+  opts.init_comm = false;
+  opts.env = {{"CONFLUX_TIMEOUT", "60"}, {"CONFLUX_CHUNK_SIZE", "256"}};
+  auto body = [ps](cfxComm_t, int rank, int n) -> std::string {
+    const MoeSetup& s = ps.moe;
+    cfxComm_t comm = init_on_host(rank, n, ps.per_host);
+    if (comm == nullptr) return "init failed";
+    cfxMoeConfig_t c = config_of(s);
+    c.host_partial_sums = ps.mode;
+    cfxMoe_t moe = nullptr;
+    if (cfxMoeCreate(&moe, &c, comm) != cfxSuccess) return std::string("create: ") + cfxGetLastError(comm);
+    std::string err;
+    const size_t es = elem_size(s.dtype), H = s.hidden, k = static_cast<size_t>(s.top_k);
+    for (int round = 0; round < 3 && err.empty(); ++round) {
+      const size_t nt = tokens_of(rank, round);
+      std::vector<uint8_t> tokens = tokens_for(s, rank, round);
+      std::vector<int32_t> idx(std::max<size_t>(nt * k, 1));
+      std::vector<float> w(idx.size());
+      for (size_t t = 0; t < nt; ++t)
+        for (size_t j = 0; j < k; ++j) {
+          idx[t * k + j] = expert_of(s, rank, t, static_cast<int>(j), round);
+          w[t * k + j] = weight_of(rank, t, static_cast<int>(j));
+        }
+      cfxMoeHandle_t h = nullptr;
+      if (cfxMoeDispatch(moe, tokens.data(), nt, idx.data(), w.data(), nullptr, 0, nullptr, &h) != cfxSuccess)
+        return std::string("dispatch: ") + cfxGetLastError(comm);
+      void* rows = nullptr;
+      size_t nrows = 0;
+      cfxMoeExpertTokens(h, &rows, &nrows);
+      std::vector<int> local(static_cast<size_t>(s.experts));
+      int nlocal = 0;
+      cfxMoeLocalExperts(moe, local.data(), &nlocal);
+      std::vector<size_t> offsets(static_cast<size_t>(nlocal) + 1, nrows);
+      if (nlocal > 0) cfxMoeBlockOffsets(h, offsets.data());
+      std::vector<uint8_t> in(static_cast<uint8_t*>(rows), static_cast<uint8_t*>(rows) + nrows * H * es), out(in.size());
+      for (int li = 0; li < nlocal; ++li)
+        for (size_t r = offsets[li]; r < offsets[li + 1]; ++r)
+          for (size_t i = 0; i < H; ++i) put(out, r * H + i, expert_fn(local[li], get(in, r * H + i, s.dtype)), s.dtype);
+      std::vector<uint8_t> partial(std::max<size_t>(nt, 1) * H * es), exact(partial.size());
+      size_t net0 = 0, net1 = 0, net2 = 0;
+      cfxMoeNetworkBytes(h, &net0);
+      if (cfxMoeCombine(moe, h, out.data(), partial.data()) != cfxSuccess) return std::string("combine: ") + cfxGetLastError(comm);
+      cfxMoeNetworkBytes(h, &net1);
+      if (cfxMoeCombineWeighted(moe, h, out.data(), w.data(), exact.data()) != cfxSuccess)
+        return std::string("combine weighted: ") + cfxGetLastError(comm);
+      cfxMoeNetworkBytes(h, &net2);
+      cfxMoeHandleFree(h);
+      // bf16 or fp16: a last-bit difference after the final rounding, plus one
+      // rounding per host for partials in the datatype; float: float rounding.
+      const double tol = s.dtype == cfxFloat32 ? 1e-5 : ps.mode == 1 ? 1.0 / 128 : 1.0 / 32;
+      for (size_t v = 0; v < nt * H; ++v) {
+        const double a = get(partial, v, s.dtype), b = get(exact, v, s.dtype);
+        if (std::fabs(a - b) > tol * std::fabs(b) + 1e-6)
+          return "round " + std::to_string(round) + " token " + std::to_string(v / H) + " element " +
+                 std::to_string(v % H) + ": " + std::to_string(a) + " against the j-order " + std::to_string(b);
+      }
+      // All ranks together (a proxy sends the partials of several sources'
+      // tokens, so one rank alone may send more).
+      uint64_t mine[2] = {net1 - net0, net2 - net1}, all[2];
+      if (cfxAllReduce(mine, all, 2, cfxUint64, cfxSum, comm) != cfxSuccess) return "allreduce failed";
+      if (!(all[0] < all[1]))
+        return "partial sums sent " + std::to_string(all[0]) + " bytes over the network, the rows " +
+               std::to_string(all[1]);
+    }
+    cfxMoeDestroy(moe);
+    cfxCommDestroy(comm);
+    return err;
+  };
+  EXPECT_EQ(summarize(run_ranks(ps.moe.nranks, body, opts)), "");
+}
+
+std::string partial_name(const ::testing::TestParamInfo<PartialSetup>& info) {
+  return setup_name({info.param.moe, info.index}) + "_" + std::to_string(info.param.per_host) + "perhost_mode" +
+         std::to_string(info.param.mode);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, MoeHostPartialSums,
+    ::testing::Values(PartialSetup{MoeSetup{4, 16, 6, 5, cfxBfloat16}, 2, 1},
+                      PartialSetup{MoeSetup{4, 16, 6, 5, cfxBfloat16}, 2, 2},
+                      PartialSetup{MoeSetup{6, 12, 5, 3, cfxFloat32, Routing::kHotExpert, 1.0}, 3, 2},
+                      PartialSetup{MoeSetup{5, 20, 8, 4, cfxFloat16, Routing::kSkewed}, 2, 1},
+                      PartialSetup{MoeSetup{3, 6, 4, 4, cfxBfloat16}, 1, 2}),
+    partial_name);
+
 TEST(MoeBadInput, ConfigsThatDifferAreNamedAtCreate) {
   auto body = [](cfxComm_t comm, int rank, int) -> std::string {
     MoeSetup s{3, 6, rank == 2 ? 3 : 2, 4};
