@@ -119,6 +119,31 @@ void sum_rows(const cfxMoeHandle& h, const uint8_t* const* rows, const float* we
   }
 }
 
+size_t record_message_bytes(const RecordList& list, size_t row_bytes, size_t* meta_bytes) {
+  size_t meta = 4;
+  for (const auto& rec : list) meta += 4 + rec.second.size() * sizeof(RecordTarget);
+  *meta_bytes = (meta + 15) / 16 * 16;
+  return *meta_bytes + list.size() * row_bytes;
+}
+
+void write_record_message(const RecordList& list, const void* tokens, size_t row_bytes, uint8_t* at) {
+  size_t meta = 0;
+  record_message_bytes(list, row_bytes, &meta);
+  uint8_t* rows = at + meta;
+  std::memset(at, 0, meta);  // the padding too
+  const uint32_t nrec = static_cast<uint32_t>(list.size());
+  std::memcpy(at, &nrec, 4);
+  at += 4;
+  for (const auto& [t, targets] : list) {
+    const uint32_t m = static_cast<uint32_t>(targets.size());
+    std::memcpy(at, &m, 4);
+    std::memcpy(at + 4, targets.data(), targets.size() * sizeof(RecordTarget));
+    at += 4 + targets.size() * sizeof(RecordTarget);
+    std::memcpy(rows, static_cast<const uint8_t*>(tokens) + t * row_bytes, row_bytes);
+    rows += row_bytes;
+  }
+}
+
 Status parse_records(const cfxMoe& moe, const uint8_t* at, size_t bytes, int source, std::vector<Arrival>* out) {
   auto corrupt = [&] {
     return internal_error("cfxMoeDispatch: a corrupt record stream from rank " + std::to_string(source));
@@ -188,7 +213,7 @@ Status exchange_known(cfxMoeHandle* h, const Bytes& send, const std::vector<uint
 namespace {
 
 // Each token a rank sends one destination rank, with its targets there.
-using RankRecords = std::vector<std::pair<uint32_t, std::vector<RecordTarget>>>;
+using RankRecords = RecordList;
 
 Status check_config(const cfxMoeConfig_t* c, int nranks) {
   auto bad = [](const std::string& why) { return invalid_argument("cfxMoeCreate: " + why); };
@@ -293,40 +318,18 @@ Status create(cfxMoe_t* out, const cfxMoeConfig_t* config, cfxComm* comm) {
   return Status::Ok();
 }
 
-// The flat dispatch's messages: to each destination rank, the number of
-// records, the records (count of targets, then each target), padded to 16
-// bytes, then the rows.
+// The flat dispatch's messages: to each destination rank its records
+// (write_record_message's format), packed in rank order.
 void pack_by_rank(const cfxMoe& moe, const void* tokens, const std::vector<RankRecords>& out, Bytes* send,
                   std::vector<size_t>* sc, std::vector<size_t>* sd) {
-  const size_t n = out.size(), row = moe.row_bytes;
-  size_t total = 0;
-  std::vector<size_t> rows_at(n);
+  const size_t n = out.size();
+  size_t total = 0, meta = 0;
   for (size_t d = 0; d < n; ++d) {
-    size_t meta = 4;
-    for (auto& [t, targets] : out[d]) meta += 4 + targets.size() * sizeof(RecordTarget);
-    meta = (meta + 15) / 16 * 16;
-    (*sd)[d] = total;  // the padding is zeroed below
-    rows_at[d] = total + meta;
-    (*sc)[d] = meta + out[d].size() * row;
-    total += (*sc)[d];
+    (*sd)[d] = total;
+    total += ((*sc)[d] = record_message_bytes(out[d], moe.row_bytes, &meta));
   }
   send->resize(total);
-  for (size_t d = 0; d < n; ++d) {
-    uint8_t* at = send->data() + (*sd)[d];
-    uint8_t* rows = send->data() + rows_at[d];
-    std::memset(at, 0, rows_at[d] - (*sd)[d]);
-    const uint32_t nrec = static_cast<uint32_t>(out[d].size());
-    std::memcpy(at, &nrec, 4);
-    at += 4;
-    for (auto& [t, targets] : out[d]) {
-      const uint32_t m = static_cast<uint32_t>(targets.size());
-      std::memcpy(at, &m, 4);
-      std::memcpy(at + 4, targets.data(), targets.size() * sizeof(RecordTarget));
-      at += 4 + targets.size() * sizeof(RecordTarget);
-      std::memcpy(rows, static_cast<const uint8_t*>(tokens) + t * row, row);
-      rows += row;
-    }
-  }
+  for (size_t d = 0; d < n; ++d) write_record_message(out[d], tokens, moe.row_bytes, send->data() + (*sd)[d]);
 }
 
 Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* topk_idx, const float* topk_weights,

@@ -178,6 +178,13 @@ struct Arrival {
   const uint8_t* row;
 };
 
+// Tokens of one dispatch message, each with its targets at the destination.
+using RecordList = std::vector<std::pair<uint32_t, std::vector<RecordTarget>>>;
+// The bytes of one dispatch message carrying `list` (records, padding, rows),
+// and the message itself written at `at` (that many bytes), rows from `tokens`.
+size_t record_message_bytes(const RecordList& list, size_t row_bytes, size_t* meta_bytes);
+void write_record_message(const RecordList& list, const void* tokens, size_t row_bytes, uint8_t* at);
+
 // Parses one dispatch message in the per-destination format (the record
 // count; each record's target count and targets; padding to 16 bytes; the
 // rows) into `out`, in record order.

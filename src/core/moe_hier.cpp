@@ -70,7 +70,7 @@ void pack_by_host(const cfxMoe& moe, const void* tokens, size_t ntokens, const i
                row = moe.row_bytes;
   const int me = moe.comm->rank();
   // Per destination host: each token with an expert there, and its targets there in j order.
-  std::vector<std::vector<std::pair<uint32_t, std::vector<RecordTarget>>>> by_host(nhosts);
+  std::vector<RecordList> by_host(nhosts);
   for (size_t t = 0; t < ntokens; ++t)
     for (size_t j = 0; j < k; ++j) {
       const int32_t e = topk_idx[t * k + j];
@@ -83,38 +83,16 @@ void pack_by_host(const cfxMoe& moe, const void* tokens, size_t ntokens, const i
   for (size_t host = 0; host < nhosts; ++host) (*host_tokens)[host] = by_host[host].size();
   std::vector<int> host_at(n, -1);  // the host whose proxy each rank is for this rank
   for (size_t host = 0; host < nhosts; ++host) host_at[static_cast<size_t>(proxy_of(moe, me, static_cast<int>(host)))] = static_cast<int>(host);
-  size_t total = 0;
-  std::vector<size_t> meta(n, 0);
+  size_t total = 0, meta = 0;
   for (size_t p = 0; p < n; ++p) {
     (*sd)[p] = total;
     (*sc)[p] = 0;
     if (host_at[p] < 0 || by_host[static_cast<size_t>(host_at[p])].empty()) continue;
-    const auto& list = by_host[static_cast<size_t>(host_at[p])];
-    size_t m = 4;
-    for (const auto& rec : list) m += 4 + rec.second.size() * sizeof(RecordTarget);
-    meta[p] = padded(m);
-    (*sc)[p] = meta[p] + list.size() * row;
-    total += (*sc)[p];
+    total += ((*sc)[p] = record_message_bytes(by_host[static_cast<size_t>(host_at[p])], row, &meta));
   }
   send->resize(total);
-  for (size_t p = 0; p < n; ++p) {
-    if ((*sc)[p] == 0) continue;
-    const auto& list = by_host[static_cast<size_t>(host_at[p])];
-    uint8_t* at = send->data() + (*sd)[p];
-    uint8_t* rows = at + meta[p];
-    std::memset(at, 0, meta[p]);
-    const uint32_t nrec = static_cast<uint32_t>(list.size());
-    std::memcpy(at, &nrec, 4);
-    at += 4;
-    for (const auto& [t, targets] : list) {
-      const uint32_t m = static_cast<uint32_t>(targets.size());
-      std::memcpy(at, &m, 4);
-      std::memcpy(at + 4, targets.data(), targets.size() * sizeof(RecordTarget));
-      at += 4 + targets.size() * sizeof(RecordTarget);
-      std::memcpy(rows, static_cast<const uint8_t*>(tokens) + t * row, row);
-      rows += row;
-    }
-  }
+  for (size_t p = 0; p < n; ++p)
+    if ((*sc)[p] > 0) write_record_message(by_host[static_cast<size_t>(host_at[p])], tokens, row, send->data() + (*sd)[p]);
 }
 
 Status fan_out_on_host(cfxMoeHandle* h, const Bytes& recv, const std::vector<size_t>& rc,
