@@ -137,16 +137,23 @@ class MoE:
                          and the rest are dropped and counted (Dispatched.dropped)
     expert_alignment     pad each expert's block to a multiple of this many rows
     timeout              seconds per dispatch/combine (0: the communicator's)
+    host_partial_sums    across hosts, combine adds each host's weighted rows
+                         there and sends one partial per (token, host) back:
+                         0 exact j-order sum (default), 1 partials in float32,
+                         2 partials rounded to dtype (fewest bytes); only
+                         combine() with the dispatch weights uses them
     """
 
     def __init__(self, comm, num_experts, top_k, hidden, dtype="float32", max_tokens_per_rank=4096,
-                 expert_to_rank=None, capacity_factor=0.0, expert_alignment=0, timeout=0.0):
+                 expert_to_rank=None, capacity_factor=0.0, expert_alignment=0, timeout=0.0,
+                 host_partial_sums=0):
         if dtype not in _DTYPES:
             raise ValueError("conflux.MoE: dtype must be one of %s, got %r" % (", ".join(_DTYPES), dtype))
         self.num_experts, self.top_k, self.hidden, self.dtype = num_experts, top_k, hidden, dtype
         self._m = _conflux._Moe(comm, num_experts, top_k, hidden, _DTYPES[dtype], max_tokens_per_rank,
                                 None if expert_to_rank is None else [int(r) for r in expert_to_rank],
-                                float(capacity_factor), int(expert_alignment), float(timeout))
+                                float(capacity_factor), int(expert_alignment), float(timeout),
+                                int(host_partial_sums))
 
     @property
     def local_experts(self):

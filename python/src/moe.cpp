@@ -133,7 +133,7 @@ const float* float_weights(py::handle obj, size_t count, const char* what, std::
 
 MoePtr create(PyComm& comm, int num_experts, int top_k, size_t hidden, cfxDataType_t dtype,
               size_t max_tokens_per_rank, std::optional<std::vector<int>> expert_to_rank, double capacity_factor,
-              size_t expert_alignment, double timeout_s) {
+              size_t expert_alignment, double timeout_s, int host_partial_sums) {
   auto box = std::make_shared<MoeBox>();
   box->comm = comm.handle();
   cfxComm_t c = box->comm_or_throw();
@@ -151,6 +151,7 @@ MoePtr create(PyComm& comm, int num_experts, int top_k, size_t hidden, cfxDataTy
   box->cfg.capacity_factor = capacity_factor;
   box->cfg.expert_alignment = expert_alignment;
   box->cfg.timeout_ms = static_cast<int64_t>(timeout_s * 1000.0);
+  box->cfg.host_partial_sums = host_partial_sums;
   box->elem = cfxTypeSize(dtype);
   cfxResult_t rc;
   {
@@ -260,7 +261,8 @@ void bind_moe(py::module_& m) {
   py::class_<MoeBox, MoePtr>(m, "_Moe", "A MoE layer's communication (use conflux.MoE).")
       .def(py::init(&create), py::arg("comm"), py::arg("num_experts"), py::arg("top_k"), py::arg("hidden"),
            py::arg("dtype"), py::arg("max_tokens_per_rank"), py::arg("expert_to_rank") = py::none(),
-           py::arg("capacity_factor") = 0.0, py::arg("expert_alignment") = 0, py::arg("timeout") = 0.0)
+           py::arg("capacity_factor") = 0.0, py::arg("expert_alignment") = 0, py::arg("timeout") = 0.0,
+           py::arg("host_partial_sums") = 0)
       .def_property_readonly("local_experts", [](const MoeBox& b) { return b.local; },
                              "This rank's experts, ascending.")
       .def("dispatch", &dispatch, py::arg("tokens"), py::arg("ntokens"), py::arg("topk_idx"),

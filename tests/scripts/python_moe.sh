@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # conflux.MoE from Python: dispatch and combine on numpy arrays and torch
-# tensors against references at 1-4 ranks (python/tests/moe_layer.py), and
+# tensors against references at 1-4 ranks (python/tests/moe_layer.py), across
+# faked hosts with each host_partial_sums mode (python/tests/moe_hosts.py), and
 # a MoE model trained with expert parallelism whose losses match the same
 # model trained in one process (examples/moe_train.py --check).
 set -euo pipefail
@@ -20,6 +21,10 @@ fi
 for n in 1 2 3 4; do
   echo "== moe layer, $n ranks"
   "$TOOL" run -n "$n" --timeout 120 "$PY" "$SRC/python/tests/moe_layer.py"
+done
+for n in 3 4; do
+  echo "== moe across hosts of two ranks, $n ranks"
+  "$TOOL" run -n "$n" --timeout 120 "$PY" "$SRC/python/tests/moe_hosts.py"
 done
 if ! "$PY" -c 'import torch' 2>/dev/null; then
   echo "SKIP training: torch is not importable by $PY"
