@@ -355,6 +355,9 @@ const conflux::tools::RegisterCommand kPerf{
       m->add_option("--host-partial-sums", moe->host_partial_sums,
                     "across hosts, combine sends one partial per (token, host): 1 in float, 2 in the datatype")
           ->check(CLI::Range(0, 2));
+      m->add_option("--expert-buffers", moe->expert_buffers,
+                    "owned (the layer's rows), heap or memalloc (a caller's buffer of the worst-case size)")
+          ->check(CLI::IsMember({"owned", "heap", "memalloc"}));
       m->add_option("--moe-dtype", moe->dtype, "bfloat16|half|float");
       m->add_option("--moe-iters", moe->iters, "timed iterations per case");
       m->add_option("--moe-warmup", moe->warmup, "untimed iterations per case");

@@ -37,6 +37,31 @@ double percentile(std::vector<double> v, double p) {
   return v[i];
 }
 
+// A caller's buffer for the expert rows: from the heap, or from cfxMemAlloc.
+class ExpertBuffer {
+ public:
+  ExpertBuffer(const ExpertBuffer&) = delete;
+  ExpertBuffer& operator=(const ExpertBuffer&) = delete;
+  ExpertBuffer(size_t bytes, bool memalloc) : memalloc_(memalloc) {
+    if (bytes == 0) return;
+    if (!memalloc) {
+      heap_.resize(bytes);
+      at_ = heap_.data();
+    } else if (cfxMemAlloc(&at_, bytes) != cfxSuccess) {
+      at_ = nullptr;
+    }
+  }
+  ~ExpertBuffer() {
+    if (memalloc_ && at_ != nullptr) cfxMemFree(at_);
+  }
+  void* data() const { return at_; }
+
+ private:
+  bool memalloc_;
+  std::vector<uint8_t> heap_;
+  void* at_ = nullptr;
+};
+
 struct Case {
   size_t tokens, hidden;
   int top_k;
@@ -112,7 +137,17 @@ int run_moe_perf(const MoePerfOptions& o) {
       for (size_t i = 1; i < tokens.size(); i += 2) tokens[i] = static_cast<uint8_t>(0x3c + (i & 1));  // finite 16-bit values
     else
       for (size_t i = 3; i < tokens.size(); i += 4) tokens[i] = 0x3f;
+    // The worst case: every rank's every pair on this rank's experts.
+    const size_t capacity_rows = o.expert_buffers == "owned" ? 0 : static_cast<size_t>(n) * c.tokens * k;
+    ExpertBuffer expert_rows(capacity_rows * c.hidden * elem, o.expert_buffers == "memalloc");
+    if (capacity_rows > 0 && expert_rows.data() == nullptr) {
+      std::fprintf(stderr, "conflux perf moe: rank %d: cannot allocate %zu expert rows\n", rank, capacity_rows);
+      status = 1;
+      cfxMoeDestroy(moe);
+      break;
+    }
     std::vector<int32_t> idx(std::max<size_t>(nt * k, 1));
+    std::vector<size_t> tokens_per_expert(static_cast<size_t>(o.experts));
     std::vector<float> w(idx.size());
     std::vector<double> cdf(static_cast<size_t>(o.experts));
     std::vector<double> times;
@@ -125,10 +160,11 @@ int run_moe_perf(const MoePerfOptions& o) {
       cfxMoeHandle_t h = nullptr;
       const auto t0 = std::chrono::steady_clock::now();
       // The experts are the identity: the time is the layer's communication and permutations.
-      failed = cfxMoeDispatch(moe, tokens.data(), nt, idx.data(), w.data(), nullptr, 0, nullptr, &h) != cfxSuccess;
-      void* rows = nullptr;
+      failed = cfxMoeDispatch(moe, tokens.data(), nt, idx.data(), w.data(), expert_rows.data(), capacity_rows,
+                              capacity_rows > 0 ? tokens_per_expert.data() : nullptr, &h) != cfxSuccess;
+      void* rows = expert_rows.data();
       size_t nrows = 0;
-      if (!failed) failed = cfxMoeExpertTokens(h, &rows, &nrows) != cfxSuccess;
+      if (!failed && capacity_rows == 0) failed = cfxMoeExpertTokens(h, &rows, &nrows) != cfxSuccess;
       if (!failed) failed = cfxMoeCombine(moe, h, rows, out.data()) != cfxSuccess;
       const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
       if (failed) {

@@ -14,6 +14,11 @@ struct MoePerfOptions {
   std::string dtype = "bfloat16";
   int empty_ranks = 0;                      // the last this many ranks dispatch no tokens
   int host_partial_sums = 0;                // cfxMoeConfig_t.host_partial_sums (multi-host combine)
+  // Where dispatch puts the expert rows (and combine reads them back from):
+  // "owned" the layer's own rows (cfxMoeExpertTokens); "heap" or "memalloc"
+  // a caller's buffer of the worst-case size, from the heap or from
+  // cfxMemAlloc (which peers on the host map instead of going through the kernel).
+  std::string expert_buffers = "owned";
   int iters = 200;
   int warmup = 10;
   unsigned seed = 1;

@@ -28,6 +28,7 @@
 
 #include "core/comm.h"
 #include "core/op.h"
+#include "core/shared_bytes.h"
 
 #include <conflux/conflux.h>
 
@@ -78,7 +79,7 @@ struct cfxMoe {
   // each call, cost page faults on every byte.
   conflux::Bytes send_scratch, recv_scratch;
   conflux::Bytes forward_scratch;           // the hierarchical dispatch's second exchange
-  std::vector<conflux::Bytes> spare_rows;  // expert-row buffers of freed handles
+  std::vector<conflux::SharedBytes> spare_rows;  // expert-row buffers of freed handles
 };
 
 struct cfxMoeHandle {
@@ -127,7 +128,10 @@ struct cfxMoeHandle {
   };
   std::vector<std::vector<uint32_t>> proxy_records;
   std::vector<std::vector<ProxyTarget>> proxy_targets;
-  conflux::Bytes owned_rows;  // expert rows, when the caller gave no buffer
+  // Expert rows, when the caller gave no buffer: in shared memory, so that
+  // on one host dispatch's writes and combine's reads (when expert_out is
+  // these rows) go through a mapping, not the kernel.
+  conflux::SharedBytes owned_rows;
   size_t wire_bytes = 0, received_bytes = 0, committed_bytes = 0;  // cfxMoeStats
   size_t network_bytes = 0;  // of wire_bytes, those sent to ranks on other hosts (cfxMoeNetworkBytes)
 };
