@@ -255,7 +255,12 @@ cfxResult_t cfxMoeLocalExperts(cfxMoe_t moe, int experts[], int* count);
 cfxResult_t cfxMoeBlockOffsets(cfxMoeHandle_t handle, size_t offsets[]);
 /* With expert_tokens NULL, cfxMoeDispatch keeps the rows in a buffer of its
    own, sized to what arrived (expert_capacity_rows is then not a limit);
-   this gives it and its rows. It lives as long as the handle. */
+   this gives it and its rows. It lives as long as the handle. That buffer is
+   shared memory (as cfxMemAlloc's): on one host, peers write dispatch's rows
+   into it and, when it is also expert_out, read combine's rows from it
+   through a mapping instead of through the kernel. A caller's buffer from
+   cfxMemAlloc gets the same; one from the heap is reached through
+   process_vm_writev/readv (measured 1.45x slower per round trip on 4 ranks). */
 cfxResult_t cfxMoeExpertTokens(cfxMoeHandle_t handle, void** expert_tokens, size_t* rows);
 /* What the handle's calls moved: bytes this rank sent to other ranks, bytes
    it received, and the receive memory the library allocated for them (each
