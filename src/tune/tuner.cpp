@@ -9,13 +9,14 @@
 namespace conflux::tune {
 
 Result<sim::SimResult> predict(const Candidate& c, const algo::CollArgs& args, const sim::ClusterModel& m,
-                               size_t max_steps) {
+                               size_t max_steps, int calls) {
   algo::CollArgs a = args;
   a.nranks = m.nranks;
   a.staging_bytes = m.staging_bytes;
   fill_hosts(&a, m);
   sim::SimOptions opt;
   opt.max_steps = max_steps;
+  opt.calls = calls;
   // Rotation by whole hosts maps the schedule onto itself only for the
   // identity (host-major) ring order.
   // AllReduce blocks must be equal too: an empty block is skipped, which

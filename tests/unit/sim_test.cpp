@@ -230,6 +230,74 @@ TEST(SimTest, AnEagerCallWakesEachSleepingRankAboutOnce) {
   EXPECT_LT(t, 2 * 4 * 10 / 2) << "a switch charged per wait, not per sleep";
 }
 
+TEST(SimTest, BackToBackChainBroadcastsOverlap) {
+  // A chain forwards call k while its successor still handles call k-1: in
+  // a loop a call costs about the root's sends, not the chain's 3 hops.
+  ClusterModel m = flat(4, 10, 10);
+  algo::CollArgs a = allreduce(64);
+  a.coll = Coll::kBroadcast;
+  SimOptions one, loop;
+  loop.calls = 3;
+  auto alone = simulate(m, a, algo::chain_broadcast, one);
+  auto looped = simulate(m, a, algo::chain_broadcast, loop);
+  ASSERT_TRUE(alone.ok() && looped.ok());
+  EXPECT_EQ(alone->critical_hops, 3);
+  EXPECT_EQ(looped->critical_hops, 3) << "hops are the first call's";
+  EXPECT_DOUBLE_EQ(looped->first_call_us, alone->time_us);
+  EXPECT_LT(looped->time_us, alone->time_us / 2);
+  EXPECT_EQ(looped->messages, alone->messages) << "messages are per call";
+  EXPECT_EQ(looped->steps, alone->steps) << "steps are per call";
+}
+
+TEST(SimTest, BackToBackCallsThatEndTogetherKeepTheirTime) {
+  // The textbook ring ends on every rank at once, and an eager call's ranks
+  // all wait for each other: neither overlaps with the next call. Each
+  // call's waits are released by the same call's signals.
+  ClusterModel m = flat(4, 5, 10);
+  SimOptions loop;
+  loop.calls = 4;
+  auto alone = simulate(m, allreduce(4096), algo::ring_allreduce);
+  auto looped = simulate(m, allreduce(4096), algo::ring_allreduce, loop);
+  ASSERT_TRUE(alone.ok() && looped.ok());
+  EXPECT_NEAR(looped->time_us, alone->time_us, alone->time_us * 0.01);
+
+  ClusterModel host;
+  host.nranks = 4;
+  host.ranks_per_host = 4;
+  host.one_sided = true;
+  host.staging_bytes = 64 << 10;
+  host.flag_us = 0.5;
+  host.copy_gbps = 10;
+  algo::CollArgs e = allreduce(4096);
+  e.staging_bytes = host.staging_bytes;
+  auto eager_alone = simulate(host, e, algo::eager_allreduce);
+  auto eager_looped = simulate(host, e, algo::eager_allreduce, loop);
+  ASSERT_TRUE(eager_alone.ok() && eager_looped.ok()) << eager_looped.status().message();
+  EXPECT_NEAR(eager_looped->time_us, eager_alone->time_us, eager_alone->time_us * 0.01);
+}
+
+TEST(SimTest, ALocalCopyTakesACoreWhereRanksOutnumberCores) {
+  // An eager AllGather copies each rank's block into its staging area: 4
+  // such copies on 2 cores take two copy times, not one.
+  ClusterModel m;
+  m.nranks = 4;
+  m.ranks_per_host = 4;
+  m.one_sided = true;
+  m.staging_bytes = 1 << 20;
+  m.flag_us = 0;
+  m.copy_gbps = 1;  // 1 KB per us
+  algo::CollArgs a = allreduce(16000);
+  a.coll = Coll::kAllGather;
+  a.count = 16000 / 4;  // a block of 16000 bytes: 16 us to copy
+  a.staging_bytes = m.staging_bytes;
+  const double roomy = simulate(m, a, algo::eager_allgather)->time_us;
+  m.cores_per_host = 2;
+  const double crowded = simulate(m, a, algo::eager_allgather)->time_us;
+  // The four staging copies (4 x 16 us) and twelve reads (12 x 16 us) on 2 cores.
+  EXPECT_GE(crowded, (4 + 12) * 16.0 / 2 - 1e-9);
+  EXPECT_GT(crowded, roomy);
+}
+
 TEST(SimTest, MeasuredCurveReplacesBytesOverBandwidth) {
   // A link whose 2 KiB messages cost a step more than 1 KiB ones (a second
   // TCP segment), as the network probe measures it.
