@@ -154,10 +154,20 @@ class CorePool {
       }
       if (start < best_start) best_start = start, best_core = c;
     }
+    // Intervals that touch are kept as one: a saturated core (the usual
+    // state where ranks outnumber cores) stays a short list to search.
     auto& iv = busy_[best_core];
-    auto at = std::lower_bound(iv.begin(), iv.end(), std::make_pair(best_start, best_start + work));
-    iv.insert(at, {best_start, best_start + work});
-    return best_start + work;
+    const double end = best_start + work;
+    auto at = iv.insert(std::lower_bound(iv.begin(), iv.end(), std::make_pair(best_start, end)), {best_start, end});
+    if (at + 1 != iv.end() && (at + 1)->first <= at->second) {
+      at->second = std::max(at->second, (at + 1)->second);
+      iv.erase(at + 1);
+    }
+    if (at != iv.begin() && (at - 1)->second >= at->first) {
+      (at - 1)->second = std::max((at - 1)->second, at->second);
+      iv.erase(at);
+    }
+    return end;
   }
 
  private:
