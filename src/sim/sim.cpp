@@ -483,7 +483,13 @@ Status Sim::run(SimResult* out) {
     const double wire = lp.wire_us(double(s_.bytes[i]));
     const double overhead = lp.lat_us * m_.overhead_share;
     double start = std::max(t, port_free_[out_port]);
-    if (cpu_bound) start = on_cpu(m_.host_of(src), start, overhead) - overhead;
+    // Between the ranks of a host the sender itself copies a message into
+    // the slots (or the loopback socket): with more ranks than cores that
+    // copy, half of the message's transfer, takes a core too.
+    if (cpu_bound) {
+      const double work = overhead + (pc == PathClass::kNet ? 0.0 : wire / 2);
+      start = on_cpu(m_.host_of(src), start, work) - work;
+    }
     double dur = wire + lp.lat_us * m_.overhead_share;
     port_free_[out_port] = start + dur;
     if (pc == PathClass::kNet && m_.machine_net_gbps > 0) {

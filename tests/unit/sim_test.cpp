@@ -298,6 +298,26 @@ TEST(SimTest, ALocalCopyTakesACoreWhereRanksOutnumberCores) {
   EXPECT_GT(crowded, roomy);
 }
 
+TEST(SimTest, ASendersSlotCopyTakesACoreWhereRanksOutnumberCores) {
+  // Pairwise AlltoAll of 16000-byte blocks on 4 ranks of one host: each rank
+  // sends 3 messages of 16 us. With a core per rank its egress port
+  // serialises them (48 us); with one core for all four, every sender's
+  // copy into the slots (half of each transfer) waits for that core:
+  // 12 x 8 us.
+  ClusterModel m;
+  m.nranks = 4;
+  m.ranks_per_host = 4;
+  m.link[static_cast<int>(PathClass::kShm)] = {0.0, 1.0};
+  algo::CollArgs a = allreduce(16000);
+  a.coll = Coll::kAlltoAll;
+  a.count = 16000 / 4;
+  const double roomy = simulate(m, a, algo::pairwise_alltoall)->time_us;
+  m.cores_per_host = 1;
+  const double crowded = simulate(m, a, algo::pairwise_alltoall)->time_us;
+  EXPECT_LT(roomy, 12 * 8.0);
+  EXPECT_GE(crowded, 12 * 8.0 - 1e-9);
+}
+
 TEST(SimTest, MeasuredCurveReplacesBytesOverBandwidth) {
   // A link whose 2 KiB messages cost a step more than 1 KiB ones (a second
   // TCP segment), as the network probe measures it.
