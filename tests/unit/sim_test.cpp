@@ -31,6 +31,18 @@ algo::CollArgs allreduce(size_t bytes) {
   return a;
 }
 
+// n ranks on one host that map each other's staging areas.
+ClusterModel one_host_one_sided(int n, size_t staging_bytes, double flag_us, double copy_gbps) {
+  ClusterModel m;
+  m.nranks = n;
+  m.ranks_per_host = n;
+  m.one_sided = true;
+  m.staging_bytes = staging_bytes;
+  m.flag_us = flag_us;
+  m.copy_gbps = copy_gbps;
+  return m;
+}
+
 const tune::Candidate* find(Coll c, const std::string& name) {
   for (const tune::Candidate* k : tune::candidates_for(c))
     if (k->name == name) return k;
@@ -261,13 +273,7 @@ TEST(SimTest, BackToBackCallsThatEndTogetherKeepTheirTime) {
   ASSERT_TRUE(alone.ok() && looped.ok());
   EXPECT_NEAR(looped->time_us, alone->time_us, alone->time_us * 0.01);
 
-  ClusterModel host;
-  host.nranks = 4;
-  host.ranks_per_host = 4;
-  host.one_sided = true;
-  host.staging_bytes = 64 << 10;
-  host.flag_us = 0.5;
-  host.copy_gbps = 10;
+  ClusterModel host = one_host_one_sided(4, 64 << 10, 0.5, 10);
   algo::CollArgs e = allreduce(4096);
   e.staging_bytes = host.staging_bytes;
   auto eager_alone = simulate(host, e, algo::eager_allreduce);
@@ -279,13 +285,7 @@ TEST(SimTest, BackToBackCallsThatEndTogetherKeepTheirTime) {
 TEST(SimTest, ALocalCopyTakesACoreWhereRanksOutnumberCores) {
   // An eager AllGather copies each rank's block into its staging area: 4
   // such copies on 2 cores take two copy times, not one.
-  ClusterModel m;
-  m.nranks = 4;
-  m.ranks_per_host = 4;
-  m.one_sided = true;
-  m.staging_bytes = 1 << 20;
-  m.flag_us = 0;
-  m.copy_gbps = 1;  // 1 KB per us
+  ClusterModel m = one_host_one_sided(4, 1 << 20, 0, 1);  // copies at 1 KB per us
   algo::CollArgs a = allreduce(16000);
   a.coll = Coll::kAllGather;
   a.count = 16000 / 4;  // a block of 16000 bytes: 16 us to copy
