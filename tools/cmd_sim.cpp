@@ -26,6 +26,7 @@ struct SimOptionsCli {
   double factor = 4;
   std::string chunk = "512K";
   size_t max_steps = 2'000'000;
+  int calls = tune::kCallsPriced;
   bool quiet = false;
   tools::MoeSimArgs moe;  // --coll moe
 };
@@ -84,7 +85,7 @@ int run_sim(const SimOptionsCli& o) {
     std::string best;
     for (auto* c : cands) {
       auto t0 = std::chrono::steady_clock::now();
-      auto r = tune::predict(*c, a, m, o.max_steps);
+      auto r = tune::predict(*c, a, m, o.max_steps, o.calls);
       double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (!r.ok()) {
         std::printf(" %14s %9s %9s", "n/a", "-", "-");
@@ -121,6 +122,9 @@ const conflux::tools::RegisterCommand kSim{
       app.add_option("-f,--stepfactor", o->factor, "Size multiplier");
       app.add_option("--chunk", o->chunk, "Pipelining chunk (CONFLUX_CHUNK_SIZE)");
       app.add_option("--max-steps", o->max_steps, "Coarsen chunks above this many simulated steps");
+      app.add_option("--calls", o->calls, "Calls played back to back; the time is the steady state's per call "
+                     "(1: one call alone)")
+          ->check(CLI::Range(1, 64));
       app.add_flag("--quiet,-q", o->quiet, "No per-simulation details on stderr");
       tools::add_moe_options(app, &o->moe, "--coll moe: one MoE dispatch and combine, flat and hierarchical");
       return [o] { return run_sim(*o); };

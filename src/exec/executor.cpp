@@ -233,6 +233,8 @@ Status Run::check_waits(bool* progressed) {
     const int i = waits_[k];
     const Step& step = sched_.steps[i];
     if (!flag_reached(ctx_.peer_memory->flag(step.peer), ctx_.epoch, step.count)) {
+      // A peer in a point-to-point call of this epoch never signals.
+      if (ctx_.peer_memory->in_other_call(step.peer)) return ctx_.peer_memory->check_call(step.peer);
       ++k;
       continue;
     }
@@ -494,7 +496,11 @@ Status Run::go() {
   }
   if (queues_.size() < ctx_.links.size() * (1 + ctx_.channel_links.size()))
     queues_.resize(ctx_.links.size() * (1 + ctx_.channel_links.size()));
-  if (sched_.one_sided()) CFX_RETURN_IF_ERROR(start_one_sided());
+  if (sched_.one_sided()) {
+    CFX_RETURN_IF_ERROR(start_one_sided());
+  } else if (ctx_.peer_memory != nullptr) {
+    ctx_.peer_memory->announce_call(ctx_.epoch, ctx_.sigs.empty() ? OpSig{} : ctx_.sigs[0]);
+  }
   for (size_t i = 0; i < n; ++i) {
     const Step& s = sched_.steps[i];
     if (runs_at_once(s.kind)) {

@@ -154,10 +154,20 @@ class CorePool {
       }
       if (start < best_start) best_start = start, best_core = c;
     }
+    // Intervals that touch are kept as one: a saturated core (the usual
+    // state where ranks outnumber cores) stays a short list to search.
     auto& iv = busy_[best_core];
-    auto at = std::lower_bound(iv.begin(), iv.end(), std::make_pair(best_start, best_start + work));
-    iv.insert(at, {best_start, best_start + work});
-    return best_start + work;
+    const double end = best_start + work;
+    auto at = iv.insert(std::lower_bound(iv.begin(), iv.end(), std::make_pair(best_start, end)), {best_start, end});
+    if (at + 1 != iv.end() && (at + 1)->first <= at->second) {
+      at->second = std::max(at->second, (at + 1)->second);
+      iv.erase(at + 1);
+    }
+    if (at != iv.begin() && (at - 1)->second >= at->first) {
+      (at - 1)->second = std::max((at - 1)->second, at->second);
+      iv.erase(at);
+    }
+    return end;
   }
 
  private:
@@ -168,7 +178,8 @@ uint64_t pair_key(int a, int b) { return (uint64_t(uint32_t(a)) << 32) | uint32_
 
 class Sim {
  public:
-  Sim(const ClusterModel& m, int period) : m_(m), reps_(period > 0 ? period : m.nranks) {}
+  Sim(const ClusterModel& m, int period, int calls)
+      : m_(m), reps_(period > 0 ? period : m.nranks), calls_(std::max(1, calls)) {}
 
   Status load(const algo::CollArgs& args, const Builder& build);
   Status run(SimResult* out);
@@ -180,7 +191,10 @@ class Sim {
 
   const ClusterModel& m_;
   int reps_;
+  int calls_;
   Steps s_;
+  std::vector<uint8_t> first_call_;  // by step: it belongs to the first of the calls played
+  size_t barriers_ = 0;              // steps that open a rank's next call
   std::vector<uint32_t> pending_, dependents_begin_, dependents_;
   std::vector<double> ready_, done_;
   std::vector<int32_t> hops_ready_, hops_;
@@ -197,38 +211,69 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
   // sendq[(src rep, dst abs)] and recvq[(dst rep, src abs in dst's frame)].
   std::unordered_map<uint64_t, std::vector<uint32_t>> sendq, recvq;
   std::vector<std::vector<uint32_t>> signals(static_cast<size_t>(reps_));
-  std::vector<std::pair<uint32_t, std::pair<int, uint32_t>>> waits;  // (wait, (peer rep, count))
+  struct Wait {
+    uint32_t step;
+    int peer_rep;
+    uint32_t count;  // the peer's count-th signal of call `call`
+    int call;
+  };
+  std::vector<Wait> waits;
+  std::vector<uint32_t> signals_per_call(static_cast<size_t>(reps_), 0);
   for (int r = 0; r < reps_; ++r) {
     algo::CollArgs a = args;
     a.rank = r;
     a.nranks = m_.nranks;
-    algo::Schedule sch = build(a);
-    const uint32_t base = static_cast<uint32_t>(s_.size());
-    for (const algo::Step& st : sch.steps) {
-      const uint32_t id = static_cast<uint32_t>(s_.size());
-      s_.kind.push_back(static_cast<uint8_t>(st.kind));
-      s_.owner.push_back(r);
-      s_.peer.push_back(st.peer);
-      s_.bytes.push_back(st.kind == StepKind::kSend ? st.src.bytes : st.dst.bytes);
-      const algo::Slice& remote = st.kind == StepKind::kRead ? st.src : st.dst;
-      s_.mapped.push_back(remote.buf == algo::kStaging || a.registered ? 1 : 0);
-      uint16_t kernel = 0;
-      for (uint32_t k = 0; k < st.src_count; ++k) {
-        const algo::Source& src = sch.sources[st.src_begin + k];
-        if (src.peer >= 0 && src.slice.buf != algo::kStaging && !a.registered) ++kernel;
+    const algo::Schedule sch = build(a);
+    uint32_t previous_call_done = kNone;  // a step that completes with this rank's previous call
+    for (int call = 0; call < calls_; ++call) {
+      const uint32_t base = static_cast<uint32_t>(s_.size());
+      for (const algo::Step& st : sch.steps) {
+        const uint32_t id = static_cast<uint32_t>(s_.size());
+        s_.kind.push_back(static_cast<uint8_t>(st.kind));
+        s_.owner.push_back(r);
+        s_.peer.push_back(st.peer);
+        s_.bytes.push_back(st.kind == StepKind::kSend ? st.src.bytes : st.dst.bytes);
+        const algo::Slice& remote = st.kind == StepKind::kRead ? st.src : st.dst;
+        s_.mapped.push_back(remote.buf == algo::kStaging || a.registered ? 1 : 0);
+        uint16_t kernel = 0;
+        for (uint32_t k = 0; k < st.src_count; ++k) {
+          const algo::Source& src = sch.sources[st.src_begin + k];
+          if (src.peer >= 0 && src.slice.buf != algo::kStaging && !a.registered) ++kernel;
+        }
+        s_.nsrc.push_back(static_cast<uint16_t>(st.src_count));
+        s_.kernel_srcs.push_back(kernel);
+        first_call_.push_back(call == 0 ? 1 : 0);
+        if (st.kind == StepKind::kSignal) signals[size_t(r)].push_back(id);
+        if (st.kind == StepKind::kWait) waits.push_back({id, rep_of(st.peer), st.count, call});
+        for (uint32_t k = 0; k < st.dep_count; ++k) s_.deps.push_back(base + sch.deps[st.dep_begin + k]);
+        if (st.dep_count == 0 && previous_call_done != kNone) s_.deps.push_back(previous_call_done);
+        s_.dep_begin.push_back(static_cast<uint32_t>(s_.deps.size()));
+        if (st.kind == StepKind::kSend) {
+          if (st.peer < 0 || st.peer >= m_.nranks)
+            return invalid_argument("rank " + std::to_string(r) + " sends to bad peer");
+          sendq[pair_key(r, st.peer)].push_back(id);
+        } else if (st.kind == StepKind::kRecv || st.kind == StepKind::kRecvReduce) {
+          if (st.peer < 0 || st.peer >= m_.nranks)
+            return invalid_argument("rank " + std::to_string(r) + " receives from bad peer");
+          recvq[pair_key(r, st.peer)].push_back(id);
+        }
       }
-      s_.nsrc.push_back(static_cast<uint16_t>(st.src_count));
-      s_.kernel_srcs.push_back(kernel);
-      if (st.kind == StepKind::kSignal) signals[size_t(r)].push_back(id);
-      if (st.kind == StepKind::kWait) waits.push_back({id, {rep_of(st.peer), st.count}});
-      for (uint32_t k = 0; k < st.dep_count; ++k) s_.deps.push_back(base + sch.deps[st.dep_begin + k]);
-      s_.dep_begin.push_back(static_cast<uint32_t>(s_.deps.size()));
-      if (st.kind == StepKind::kSend) {
-        if (st.peer < 0 || st.peer >= m_.nranks) return invalid_argument("rank " + std::to_string(r) + " sends to bad peer");
-        sendq[pair_key(r, st.peer)].push_back(id);
-      } else if (st.kind == StepKind::kRecv || st.kind == StepKind::kRecvReduce) {
-        if (st.peer < 0 || st.peer >= m_.nranks) return invalid_argument("rank " + std::to_string(r) + " receives from bad peer");
-        recvq[pair_key(r, st.peer)].push_back(id);
+      if (call == 0) signals_per_call[size_t(r)] = static_cast<uint32_t>(signals[size_t(r)].size());
+      if (call + 1 < calls_ && s_.size() > base) {
+        // The call returns when all of its steps are done: a step of no cost
+        // that waits for every one of them opens the next call.
+        previous_call_done = static_cast<uint32_t>(s_.size());
+        ++barriers_;
+        for (uint32_t k = base; k < previous_call_done; ++k) s_.deps.push_back(k);
+        s_.dep_begin.push_back(static_cast<uint32_t>(s_.deps.size()));
+        s_.kind.push_back(static_cast<uint8_t>(StepKind::kCopy));
+        s_.owner.push_back(r);
+        s_.peer.push_back(-1);
+        s_.bytes.push_back(0);
+        s_.mapped.push_back(0);
+        s_.nsrc.push_back(0);
+        s_.kernel_srcs.push_back(0);
+        first_call_.push_back(call == 0 ? 1 : 0);
       }
     }
   }
@@ -259,20 +304,21 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
                                 std::to_string(key & 0xffffffffu) + " which never sends");
     chain(q);
   }
-  // A wait for a peer's k-th signal is released by that signal.
+  // A wait for a peer's k-th signal is released by that signal of the same call.
   std::vector<uint32_t> count(s_.size() + 1, 0);
-  for (auto& [w, target] : waits) {
-    const auto& list = signals[size_t(target.first)];
-    if (target.second == 0 || target.second > list.size())
-      return invalid_argument("a wait for signal " + std::to_string(target.second) + " of rank " +
-                              std::to_string(target.first) + ", which signals " + std::to_string(list.size()) + " times");
-    s_.match[w] = list[target.second - 1];
-    ++count[s_.match[w] + 1];
+  for (const Wait& w : waits) {
+    const auto& list = signals[size_t(w.peer_rep)];
+    const uint32_t per_call = signals_per_call[size_t(w.peer_rep)];
+    if (w.count == 0 || w.count > per_call)
+      return invalid_argument("a wait for signal " + std::to_string(w.count) + " of rank " +
+                              std::to_string(w.peer_rep) + ", which signals " + std::to_string(per_call) + " times");
+    s_.match[w.step] = list[size_t(w.call) * per_call + w.count - 1];
+    ++count[s_.match[w.step] + 1];
   }
   for (size_t i = 0; i < s_.size(); ++i) count[i + 1] += count[i];
   s_.waiters_begin = count;
   s_.waiters.assign(waits.size(), 0);
-  for (auto& [w, target] : waits) s_.waiters[count[s_.match[w]]++] = w;
+  for (const Wait& w : waits) s_.waiters[count[s_.match[w.step]]++] = w.step;
   return Status::Ok();
 }
 
@@ -365,6 +411,12 @@ Status Sim::run(SimResult* out) {
       auto kind = StepKind(s_.kind[i]);
       if (kind == StepKind::kRecvReduce && m_.reduce_gbps > 0) cost = double(s_.bytes[i]) / (m_.reduce_gbps * 1e3);
       if (kind == StepKind::kCopy && m_.copy_gbps > 0) cost = double(s_.bytes[i]) / (m_.copy_gbps * 1e3);
+      if (kind == StepKind::kCopy && cost > 0 && cpu_bound) {
+        // With more ranks than cores a local copy takes its turn on one.
+        const double start = on_cpu(m_.host_of(s_.owner[i]), ready_[i], cost) - cost;
+        complete(i, start + cost, hops_ready_[i]);
+        continue;
+      }
       if (one_sided_data(kind)) {
         // Memory traffic on the rank that runs it, one step after another:
         // mapped memory at memcpy speed, ordinary buffers through the
@@ -431,7 +483,13 @@ Status Sim::run(SimResult* out) {
     const double wire = lp.wire_us(double(s_.bytes[i]));
     const double overhead = lp.lat_us * m_.overhead_share;
     double start = std::max(t, port_free_[out_port]);
-    if (cpu_bound) start = on_cpu(m_.host_of(src), start, overhead) - overhead;
+    // Between the ranks of a host the sender itself copies a message into
+    // the slots (or the loopback socket): with more ranks than cores that
+    // copy, half of the message's transfer, takes a core too.
+    if (cpu_bound) {
+      const double work = overhead + (pc == PathClass::kNet ? 0.0 : wire / 2);
+      start = on_cpu(m_.host_of(src), start, work) - work;
+    }
     double dur = wire + lp.lat_us * m_.overhead_share;
     port_free_[out_port] = start + dur;
     if (pc == PathClass::kNet && m_.machine_net_gbps > 0) {
@@ -460,17 +518,23 @@ Status Sim::run(SimResult* out) {
   if (finished_ != n)
     return internal_error("schedule deadlocks: " + std::to_string(n - finished_) + " of " + std::to_string(n) +
                           " steps never become ready");
-  out->steps = n;
-  out->messages = messages;
-  out->time_us = n > 0 ? m_.call_us : 0;
+  const double calls = calls_;
+  out->steps = (n - barriers_) / size_t(calls_);
+  out->messages = messages / size_t(calls_);
+  double first = 0, last = 0;
   for (size_t i = 0; i < n; ++i) {
-    out->time_us = std::max(out->time_us, done_[i] + m_.call_us);
+    last = std::max(last, done_[i]);
+    if (!first_call_[i]) continue;
+    first = std::max(first, done_[i]);
     out->critical_hops = std::max(out->critical_hops, hops_[i]);
   }
+  // Every call on every rank pays the fixed call cost, in turn.
+  out->first_call_us = n > 0 ? first + m_.call_us : 0;
+  out->time_us = calls_ > 1 && n > 0 ? (last - first) / (calls - 1) + m_.call_us : out->first_call_us;
   size_t best = 0;
   for (size_t p = 0; p < port_bytes_.size(); ++p)
     if (port_bytes_[p] > port_bytes_[best]) best = p;
-  out->bottleneck_bytes = port_bytes_.empty() ? 0 : port_bytes_[best];
+  out->bottleneck_bytes = port_bytes_.empty() ? 0 : port_bytes_[best] / calls;
   const size_t rank_ports = 2 * size_t(reps_);
   if (best < rank_ports)
     out->bottleneck = "rank " + std::to_string(best / 2) + (best % 2 ? " ingress" : " egress");
@@ -496,11 +560,11 @@ Result<SimResult> simulate(const ClusterModel& model, const algo::CollArgs& args
   a.nranks = model.nranks;
   a.rank = 0;
   for (int guard = 0; guard < 40; ++guard) {
-    size_t est = build(a).steps.size() * size_t(reps);
+    size_t est = build(a).steps.size() * size_t(reps) * size_t(std::max(1, opt.calls));
     if (est <= opt.max_steps || a.chunk_bytes >= (size_t(1) << 40)) break;
     a.chunk_bytes *= 2;
   }
-  Sim sim(model, period);
+  Sim sim(model, period, opt.calls);
   CFX_RETURN_IF_ERROR(sim.load(a, build));
   SimResult r;
   CFX_RETURN_IF_ERROR(sim.run(&r));

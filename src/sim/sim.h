@@ -29,14 +29,22 @@ using Builder = std::function<algo::Schedule(const algo::CollArgs&)>;
 struct SimOptions {
   size_t max_steps = 2'000'000;  // coarsen chunks above this many simulated steps
   int period = 0;                // >0: rotation symmetry by `period` ranks (must divide nranks)
+  // Calls played back to back, each rank starting its next call when its
+  // own steps of the previous one are done (as the executor runs a loop of
+  // blocking calls). With more than one, time_us is the steady state: the
+  // time between the last rank's completion of the first call and of the
+  // last, per call. Pipelined algorithms (a chain, a tree) overlap
+  // consecutive calls there, which one call alone cannot show.
+  int calls = 1;
 };
 
 struct SimResult {
-  double time_us = 0;            // completion of the last step on any rank
-  size_t steps = 0;              // steps simulated (representatives only in period mode)
-  size_t messages = 0;
-  int critical_hops = 0;         // messages on the longest dependency chain (the "steps" of alpha)
-  double bottleneck_bytes = 0;   // bytes through the busiest port
+  double time_us = 0;            // completion of the last step on any rank (calls > 1: per call, steady state)
+  double first_call_us = 0;      // completion of the first call alone
+  size_t steps = 0;              // steps simulated per call (representatives only in period mode)
+  size_t messages = 0;           // per call
+  int critical_hops = 0;         // messages on the first call's longest dependency chain (the "steps" of alpha)
+  double bottleneck_bytes = 0;   // bytes per call through the busiest port
   std::string bottleneck;        // which port, e.g. "host 3 NIC egress"
   size_t chunk_bytes = 0;        // chunk size actually simulated (after coarsening)
   bool symmetric = false;        // period mode used

@@ -33,6 +33,15 @@ class PeerMemory {
   // and they are not published.
   virtual int begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* send, size_t send_bytes, uint8_t* recv,
                          size_t recv_bytes, bool staging, size_t staging_extent, bool expose) = 0;
+  // Starts call `epoch` that moves nothing one-sided (a point-to-point
+  // schedule): shows the call and its signature in this rank's flag, with
+  // no signal, so a peer waiting in a one-sided schedule of the same epoch
+  // sees that this rank is in another call instead of waiting for a signal
+  // that never comes.
+  virtual void announce_call(uint64_t epoch, const OpSig& sig) = 0;
+  // Whether the peer's flag shows it in this rank's call epoch but in
+  // another call (a different signature): check_call() then names both.
+  virtual bool in_other_call(int peer) const = 0;
   // Once the peer has signalled in this call: whether it is in the same
   // call as this rank (a mismatch error naming both calls otherwise). A peer
   // already in a later call has passed this one and is not checked.

@@ -9,13 +9,14 @@
 namespace conflux::tune {
 
 Result<sim::SimResult> predict(const Candidate& c, const algo::CollArgs& args, const sim::ClusterModel& m,
-                               size_t max_steps) {
+                               size_t max_steps, int calls) {
   algo::CollArgs a = args;
   a.nranks = m.nranks;
   a.staging_bytes = m.staging_bytes;
   fill_hosts(&a, m);
   sim::SimOptions opt;
   opt.max_steps = max_steps;
+  opt.calls = calls;
   // Rotation by whole hosts maps the schedule onto itself only for the
   // identity (host-major) ring order.
   // AllReduce blocks must be equal too: an empty block is skipped, which
@@ -205,7 +206,15 @@ Result<const Candidate*> Tuner::choose(const algo::CollArgs& a) {
     opt.measured = &measured_;
     opt.measured_source = measured_source_;
   }
-  CFX_ASSIGN_OR_RETURN(Decision d, decide(a, model_, filter_, opt));
+  // Every rank decides alone and must decide alike: price what the ranks
+  // share, not what is this rank's own. Being in place is not shared (a
+  // Gather or Scatter is in place at its root only, and an AllGather may be
+  // in place on some ranks), and ranks that priced a call in and out of
+  // place chose different algorithms on a knife edge.
+  algo::CollArgs shared = a;
+  shared.in_place = false;
+  shared.rank = 0;
+  CFX_ASSIGN_OR_RETURN(Decision d, decide(shared, model_, filter_, opt));
   CFX_INFO(kTune, "%s %zu bytes on %d ranks (%d hosts%s): %s — %s", coll_name(a.coll), call_bytes(a), model_.nranks,
            model_.nhosts(), a.registered ? ", registered buffers" : "", d.chosen->name.c_str(), d.reason.c_str());
   memo_[key] = d.chosen;

@@ -48,9 +48,16 @@ struct DecideOptions {
 Result<Decision> decide(const algo::CollArgs& a, const sim::ClusterModel& m, const AlgoFilter& f,
                         const DecideOptions& opt = {});
 
-// Simulates one candidate (symmetry used when the candidate and model allow it).
+// Calls the tuner plays back to back to price one: collectives run in
+// loops (a training step's buckets, a benchmark), and there a pipelined
+// algorithm overlaps a call with the next. A prediction is the steady
+// state's time per call (sim::SimOptions::calls).
+inline constexpr int kCallsPriced = 3;
+
+// Simulates one candidate (symmetry used when the candidate and model allow
+// it), priced as one of kCallsPriced calls back to back.
 Result<sim::SimResult> predict(const Candidate& c, const algo::CollArgs& a, const sim::ClusterModel& m,
-                               size_t max_steps);
+                               size_t max_steps, int calls = kCallsPriced);
 
 // Sets a.host_of from the model when the caller left it empty (hierarchical
 // algorithms read it).

@@ -31,6 +31,18 @@ algo::CollArgs allreduce(size_t bytes) {
   return a;
 }
 
+// n ranks on one host that map each other's staging areas.
+ClusterModel one_host_one_sided(int n, size_t staging_bytes, double flag_us, double copy_gbps) {
+  ClusterModel m;
+  m.nranks = n;
+  m.ranks_per_host = n;
+  m.one_sided = true;
+  m.staging_bytes = staging_bytes;
+  m.flag_us = flag_us;
+  m.copy_gbps = copy_gbps;
+  return m;
+}
+
 const tune::Candidate* find(Coll c, const std::string& name) {
   for (const tune::Candidate* k : tune::candidates_for(c))
     if (k->name == name) return k;
@@ -228,6 +240,82 @@ TEST(SimTest, AnEagerCallWakesEachSleepingRankAboutOnce) {
   const double t = simulate(m, a, algo::eager_allreduce)->time_us;
   EXPECT_GE(t, 4 * 10 / 2);
   EXPECT_LT(t, 2 * 4 * 10 / 2) << "a switch charged per wait, not per sleep";
+}
+
+TEST(SimTest, BackToBackChainBroadcastsOverlap) {
+  // A chain forwards call k while its successor still handles call k-1: in
+  // a loop a call costs about the root's sends, not the chain's 3 hops.
+  ClusterModel m = flat(4, 10, 10);
+  algo::CollArgs a = allreduce(64);
+  a.coll = Coll::kBroadcast;
+  SimOptions one, loop;
+  loop.calls = 3;
+  auto alone = simulate(m, a, algo::chain_broadcast, one);
+  auto looped = simulate(m, a, algo::chain_broadcast, loop);
+  ASSERT_TRUE(alone.ok() && looped.ok());
+  EXPECT_EQ(alone->critical_hops, 3);
+  EXPECT_EQ(looped->critical_hops, 3) << "hops are the first call's";
+  EXPECT_DOUBLE_EQ(looped->first_call_us, alone->time_us);
+  EXPECT_LT(looped->time_us, alone->time_us / 2);
+  EXPECT_EQ(looped->messages, alone->messages) << "messages are per call";
+  EXPECT_EQ(looped->steps, alone->steps) << "steps are per call";
+}
+
+TEST(SimTest, BackToBackCallsThatEndTogetherKeepTheirTime) {
+  // The textbook ring ends on every rank at once, and an eager call's ranks
+  // all wait for each other: neither overlaps with the next call. Each
+  // call's waits are released by the same call's signals.
+  ClusterModel m = flat(4, 5, 10);
+  SimOptions loop;
+  loop.calls = 4;
+  auto alone = simulate(m, allreduce(4096), algo::ring_allreduce);
+  auto looped = simulate(m, allreduce(4096), algo::ring_allreduce, loop);
+  ASSERT_TRUE(alone.ok() && looped.ok());
+  EXPECT_NEAR(looped->time_us, alone->time_us, alone->time_us * 0.01);
+
+  ClusterModel host = one_host_one_sided(4, 64 << 10, 0.5, 10);
+  algo::CollArgs e = allreduce(4096);
+  e.staging_bytes = host.staging_bytes;
+  auto eager_alone = simulate(host, e, algo::eager_allreduce);
+  auto eager_looped = simulate(host, e, algo::eager_allreduce, loop);
+  ASSERT_TRUE(eager_alone.ok() && eager_looped.ok()) << eager_looped.status().message();
+  EXPECT_NEAR(eager_looped->time_us, eager_alone->time_us, eager_alone->time_us * 0.01);
+}
+
+TEST(SimTest, ALocalCopyTakesACoreWhereRanksOutnumberCores) {
+  // An eager AllGather copies each rank's block into its staging area: 4
+  // such copies on 2 cores take two copy times, not one.
+  ClusterModel m = one_host_one_sided(4, 1 << 20, 0, 1);  // copies at 1 KB per us
+  algo::CollArgs a = allreduce(16000);
+  a.coll = Coll::kAllGather;
+  a.count = 16000 / 4;  // a block of 16000 bytes: 16 us to copy
+  a.staging_bytes = m.staging_bytes;
+  const double roomy = simulate(m, a, algo::eager_allgather)->time_us;
+  m.cores_per_host = 2;
+  const double crowded = simulate(m, a, algo::eager_allgather)->time_us;
+  // The four staging copies (4 x 16 us) and twelve reads (12 x 16 us) on 2 cores.
+  EXPECT_GE(crowded, (4 + 12) * 16.0 / 2 - 1e-9);
+  EXPECT_GT(crowded, roomy);
+}
+
+TEST(SimTest, ASendersSlotCopyTakesACoreWhereRanksOutnumberCores) {
+  // Pairwise AlltoAll of 16000-byte blocks on 4 ranks of one host: each rank
+  // sends 3 messages of 16 us. With a core per rank its egress port
+  // serialises them (48 us); with one core for all four, every sender's
+  // copy into the slots (half of each transfer) waits for that core:
+  // 12 x 8 us.
+  ClusterModel m;
+  m.nranks = 4;
+  m.ranks_per_host = 4;
+  m.link[static_cast<int>(PathClass::kShm)] = {0.0, 1.0};
+  algo::CollArgs a = allreduce(16000);
+  a.coll = Coll::kAlltoAll;
+  a.count = 16000 / 4;
+  const double roomy = simulate(m, a, algo::pairwise_alltoall)->time_us;
+  m.cores_per_host = 1;
+  const double crowded = simulate(m, a, algo::pairwise_alltoall)->time_us;
+  EXPECT_LT(roomy, 12 * 8.0);
+  EXPECT_GE(crowded, 12 * 8.0 - 1e-9);
 }
 
 TEST(SimTest, MeasuredCurveReplacesBytesOverBandwidth) {

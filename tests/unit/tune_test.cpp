@@ -163,6 +163,38 @@ TEST(TunerTest, BetweenHostsRingWinsWithinTheTieMarginWhereTheWireLimits) {
   EXPECT_GT(ties, 0) << "no case exercised the tie rule";
 }
 
+// Every rank decides alone, so a decision may not depend on what is this
+// rank's own: a Gather is in place at its root only, and ranks that priced
+// the same call in and out of place chose different algorithms. The sweep
+// finds calls whose in-place price alone would flip the model's choice.
+TEST(TunerTest, EveryRankChoosesAlikeInPlaceOrNot) {
+  sim::ClusterModel m = model(1, 4);
+  m.cores_per_host = 2;
+  m.one_sided = true;
+  m.staging_bytes = 64 << 10;
+  m.copy_gbps = 15.5;
+  m.flag_us = 0.85;
+  m.cma_us = 0.49;
+  m.cma_gbps = 9.7;
+  m.switch_us = 1.47;
+  int flips = 0;
+  for (Coll c : {Coll::kGather, Coll::kScatter, Coll::kAllGather, Coll::kBroadcast, Coll::kAllReduce})
+    for (size_t bytes = 64; bytes <= (size_t(1) << 20); bytes = bytes * 3 / 2 / 4 * 4) {
+      algo::CollArgs root = args(c, bytes), other = root;
+      root.in_place = true;
+      other.rank = 1;
+      Tuner at_root(m, AlgoFilter{}), elsewhere(m, AlgoFilter{});
+      auto a = at_root.choose(root);
+      auto b = elsewhere.choose(other);
+      ASSERT_TRUE(a.ok() && b.ok());
+      EXPECT_EQ((*a)->name, (*b)->name) << coll_name(c) << " " << bytes << " bytes";
+      auto in_place = decide(root, m, AlgoFilter{});
+      auto out_of_place = decide(other, m, AlgoFilter{});
+      if (in_place.ok() && out_of_place.ok() && in_place->chosen != out_of_place->chosen) ++flips;
+    }
+  EXPECT_GT(flips, 0) << "no call in the sweep is priced differently in place";
+}
+
 TEST(TunerTest, MemoisesPerSize) {
   Tuner t(model(2, 2), AlgoFilter{});
   auto a = t.choose(args(Coll::kAllGather, 4096));

@@ -56,18 +56,7 @@ int ShmPeerMemory::begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* s
       if (m.at != nullptr) munmap(m.at, m.size);
     mappings_.clear();
   }
-  epoch_ = epoch;
-  sig_ = sig;
-  // FNV-1a of the signature's bytes, folded to 24 bits.
-  uint64_t h = 1469598103934665603ull;
-  const auto* bytes = reinterpret_cast<const uint8_t*>(&sig);
-  for (size_t i = 0; i < sizeof sig; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
-  call_hash_ = static_cast<uint32_t>((h ^ (h >> 24) ^ (h >> 48)) & 0xffffffu);
-  ShmCallSig& cs = mine_.call_sig();  // only read to describe a mismatch
-  cs.epoch.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  cs.sig = sig;
-  cs.epoch.store(epoch, std::memory_order_release);
+  publish_call(epoch, sig);
   if (staging) half_ = staging_calls_++ % 2;
   in_flag_line_ = staging && staging_extent > 0 && staging_extent <= kFlagLineStagingBytes;
   if (!expose) return staging ? half_ : -1;
@@ -82,6 +71,37 @@ int ShmPeerMemory::begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* s
   e.region[1] = recv_bytes > 0 ? shared_region_of(recv) : SharedRegionRef{};
   e.epoch.store(epoch, std::memory_order_release);
   return staging ? half_ : -1;
+}
+
+void ShmPeerMemory::publish_call(uint64_t epoch, const OpSig& sig) {
+  epoch_ = epoch;
+  sig_ = sig;
+  // FNV-1a of the signature's bytes, folded to 24 bits.
+  uint64_t h = 1469598103934665603ull;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&sig);
+  for (size_t i = 0; i < sizeof sig; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  call_hash_ = static_cast<uint32_t>((h ^ (h >> 24) ^ (h >> 48)) & 0xffffffu);
+  ShmCallSig& cs = mine_.call_sig();  // only read to describe a mismatch
+  cs.epoch.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  cs.sig = sig;
+  cs.epoch.store(epoch, std::memory_order_release);
+}
+
+void ShmPeerMemory::announce_call(uint64_t epoch, const OpSig& sig) {
+  publish_call(epoch, sig);
+  mine_.flag().value.store(flag_value(epoch_, call_hash_, 0), std::memory_order_release);
+  // Only a peer in another (one-sided) call of this epoch waits on this
+  // flag: wake the sleepers without the fence signal() pays; one missed
+  // sees the flag when its bounded sleep ends.
+  for (size_t p = 0; p < peers_.size(); ++p)
+    if (peers_[p] != nullptr && peers_[p]->doorbell().sleeping.load(std::memory_order_relaxed) != 0)
+      ring_doorbell(peers_[p]->doorbell());
+}
+
+bool ShmPeerMemory::in_other_call(int peer) const {
+  const uint64_t f = peers_[peer]->flag().value.load(std::memory_order_acquire);
+  return flag_epoch(f) == (epoch_ & 0xffffffffull) && flag_call_hash(f) != call_hash_;
 }
 
 Status ShmPeerMemory::check_call(int peer) const {

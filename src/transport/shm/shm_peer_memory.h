@@ -26,6 +26,8 @@ class ShmPeerMemory final : public PeerMemory {
   int begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* send, size_t send_bytes, uint8_t* recv,
                  size_t recv_bytes, bool staging, size_t staging_extent, bool expose) override;
   Status check_call(int peer) const override;
+  void announce_call(uint64_t epoch, const OpSig& sig) override;
+  bool in_other_call(int peer) const override;
   uint8_t* staging(int half) const override { return staging_of(mine_, half); }
   size_t staging_bytes() const override { return mine_.layout().staging_bytes; }
   uint8_t* view(int peer, int buf, size_t offset, size_t bytes) override;
@@ -40,6 +42,8 @@ class ShmPeerMemory final : public PeerMemory {
   bool kernel_copy_works();
 
  private:
+  // Sets the call's epoch, signature and hash, and publishes the signature.
+  void publish_call(uint64_t epoch, const OpSig& sig);
   struct Mapping {
     int peer;
     uint64_t id;
