@@ -498,7 +498,10 @@ Status Run::go() {
     queues_.resize(ctx_.links.size() * (1 + ctx_.channel_links.size()));
   if (sched_.one_sided()) {
     CFX_RETURN_IF_ERROR(start_one_sided());
-  } else if (ctx_.peer_memory != nullptr) {
+  } else if (ctx_.peer_memory != nullptr && ctx_.epoch != 0) {
+    // Only a call of the communicator's sequence (epoch > 0, the same on
+    // every rank) is shown: a send/recv group runs outside it, and its
+    // flag would read as an epoch no peer agreed on.
     ctx_.peer_memory->announce_call(ctx_.epoch, ctx_.sigs.empty() ? OpSig{} : ctx_.sigs[0]);
   }
   for (size_t i = 0; i < n; ++i) {

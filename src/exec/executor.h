@@ -39,7 +39,7 @@ struct ExecContext {
   // call's epoch (grows from call to call, the same on every rank) and how
   // far peers may reach into this rank's send and receive buffers.
   PeerMemory* peer_memory = nullptr;
-  uint64_t epoch = 0;
+  uint64_t epoch = 0;  // 0: not a call of the sequence (a send/recv group)
   size_t send_bytes = 0, recv_bytes = 0;
   Deadline deadline = Deadline::max();
   const std::atomic<bool>* abort = nullptr;
