@@ -234,7 +234,7 @@ Status Run::check_waits(bool* progressed) {
     const Step& step = sched_.steps[i];
     if (!flag_reached(ctx_.peer_memory->flag(step.peer), ctx_.epoch, step.count)) {
       // A peer in a point-to-point call of this epoch never signals.
-      if (ctx_.peer_memory->in_other_call(step.peer)) return ctx_.peer_memory->check_call(step.peer);
+      CFX_RETURN_IF_ERROR(ctx_.peer_memory->check_call(step.peer));
       ++k;
       continue;
     }

@@ -39,12 +39,11 @@ class PeerMemory {
   // sees that this rank is in another call instead of waiting for a signal
   // that never comes.
   virtual void announce_call(uint64_t epoch, const OpSig& sig) = 0;
-  // Whether the peer's flag shows it in this rank's call epoch but in
-  // another call (a different signature): check_call() then names both.
-  virtual bool in_other_call(int peer) const = 0;
-  // Once the peer has signalled in this call: whether it is in the same
-  // call as this rank (a mismatch error naming both calls otherwise). A peer
-  // already in a later call has passed this one and is not checked.
+  // Whether a peer whose flag shows this rank's epoch is in the same call
+  // as this rank (a mismatch error naming both calls otherwise): checked
+  // once it has signalled, and while waiting for a signal, since a peer in
+  // a point-to-point call of the epoch never signals. A peer whose flag is
+  // in an earlier call, or a later one (it passed this one), is not checked.
   virtual Status check_call(int peer) const = 0;
   // This rank's staging half in the current call; nullptr when there is none.
   virtual uint8_t* staging(int half) const = 0;

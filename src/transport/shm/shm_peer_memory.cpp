@@ -99,11 +99,6 @@ void ShmPeerMemory::announce_call(uint64_t epoch, const OpSig& sig) {
       ring_doorbell(peers_[p]->doorbell());
 }
 
-bool ShmPeerMemory::in_other_call(int peer) const {
-  const uint64_t f = peers_[peer]->flag().value.load(std::memory_order_acquire);
-  return flag_epoch(f) == (epoch_ & 0xffffffffull) && flag_call_hash(f) != call_hash_;
-}
-
 Status ShmPeerMemory::check_call(int peer) const {
   const uint64_t f = peers_[peer]->flag().value.load(std::memory_order_acquire);
   if (flag_epoch(f) != (epoch_ & 0xffffffffull) || flag_call_hash(f) == call_hash_) return Status::Ok();

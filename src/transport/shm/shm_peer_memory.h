@@ -27,7 +27,6 @@ class ShmPeerMemory final : public PeerMemory {
                  size_t recv_bytes, bool staging, size_t staging_extent, bool expose) override;
   Status check_call(int peer) const override;
   void announce_call(uint64_t epoch, const OpSig& sig) override;
-  bool in_other_call(int peer) const override;
   uint8_t* staging(int half) const override { return staging_of(mine_, half); }
   size_t staging_bytes() const override { return mine_.layout().staging_bytes; }
   uint8_t* view(int peer, int buf, size_t offset, size_t bytes) override;
