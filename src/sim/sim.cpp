@@ -122,6 +122,16 @@ struct Steps {
   std::vector<uint32_t> match, next;  // matched send/recv; next step in the same FIFO
   std::vector<uint32_t> waiters_begin, waiters;  // by signal step: the waits it satisfies (CSR)
   size_t size() const { return kind.size(); }
+  // Appends a step's timing fields (its dependencies are appended apart).
+  void add(StepKind k, int32_t own, int32_t to, uint64_t b, uint8_t map, uint16_t srcs, uint16_t kernel) {
+    kind.push_back(static_cast<uint8_t>(k));
+    owner.push_back(own);
+    peer.push_back(to);
+    bytes.push_back(b);
+    mapped.push_back(map);
+    nsrc.push_back(srcs);
+    kernel_srcs.push_back(kernel);
+  }
 };
 
 bool one_sided_data(StepKind k) { return k == StepKind::kRead || k == StepKind::kWrite || k == StepKind::kReduceFrom; }
@@ -229,19 +239,14 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
       const uint32_t base = static_cast<uint32_t>(s_.size());
       for (const algo::Step& st : sch.steps) {
         const uint32_t id = static_cast<uint32_t>(s_.size());
-        s_.kind.push_back(static_cast<uint8_t>(st.kind));
-        s_.owner.push_back(r);
-        s_.peer.push_back(st.peer);
-        s_.bytes.push_back(st.kind == StepKind::kSend ? st.src.bytes : st.dst.bytes);
         const algo::Slice& remote = st.kind == StepKind::kRead ? st.src : st.dst;
-        s_.mapped.push_back(remote.buf == algo::kStaging || a.registered ? 1 : 0);
         uint16_t kernel = 0;
         for (uint32_t k = 0; k < st.src_count; ++k) {
           const algo::Source& src = sch.sources[st.src_begin + k];
           if (src.peer >= 0 && src.slice.buf != algo::kStaging && !a.registered) ++kernel;
         }
-        s_.nsrc.push_back(static_cast<uint16_t>(st.src_count));
-        s_.kernel_srcs.push_back(kernel);
+        s_.add(st.kind, r, st.peer, st.kind == StepKind::kSend ? st.src.bytes : st.dst.bytes,
+               remote.buf == algo::kStaging || a.registered ? 1 : 0, static_cast<uint16_t>(st.src_count), kernel);
         first_call_.push_back(call == 0 ? 1 : 0);
         if (st.kind == StepKind::kSignal) signals[size_t(r)].push_back(id);
         if (st.kind == StepKind::kWait) waits.push_back({id, rep_of(st.peer), st.count, call});
@@ -266,13 +271,7 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
         ++barriers_;
         for (uint32_t k = base; k < previous_call_done; ++k) s_.deps.push_back(k);
         s_.dep_begin.push_back(static_cast<uint32_t>(s_.deps.size()));
-        s_.kind.push_back(static_cast<uint8_t>(StepKind::kCopy));
-        s_.owner.push_back(r);
-        s_.peer.push_back(-1);
-        s_.bytes.push_back(0);
-        s_.mapped.push_back(0);
-        s_.nsrc.push_back(0);
-        s_.kernel_srcs.push_back(0);
+        s_.add(StepKind::kCopy, r, -1, 0, 0, 0, 0);
         first_call_.push_back(call == 0 ? 1 : 0);
       }
     }
