@@ -5,7 +5,9 @@
 
 #include <conflux/conflux.h>
 
+#include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -14,23 +16,49 @@ namespace conflux {
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(cfxResult_t code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(cfxResult_t code, std::string message)
+      : code_(code), message_(message.empty() ? nullptr : std::make_unique<std::string>(std::move(message))) {}
+  Status(const Status& other) : code_(other.code_), message_(copy(other.message_)) {}
+  Status& operator=(const Status& other) {
+    if (this != &other) {
+      code_ = other.code_;
+      message_ = copy(other.message_);
+    }
+    return *this;
+  }
+  Status(Status&&) noexcept = default;
+  Status& operator=(Status&&) noexcept = default;
+  ~Status() = default;
 
   static Status Ok() { return {}; }
   bool ok() const { return code_ == cfxSuccess; }
   cfxResult_t code() const { return code_; }
-  const std::string& message() const { return message_; }
+  const std::string& message() const {
+    static const std::string kNone;
+    return message_ != nullptr ? *message_ : kNone;
+  }
 
   // Prepends context ("allreduce #12: ") so the outermost caller's message
-  // reads from the general to the specific.
-  Status& prepend(const std::string& context) {
-    if (!ok()) message_ = context + message_;
+  // reads from the general to the specific. A literal costs nothing on
+  // success (no string is made); a context built by concatenation is built
+  // every time, so hot paths prepend only after checking ok().
+  Status& prepend(std::string_view context) {
+    if (ok()) return *this;
+    if (message_ == nullptr) message_ = std::make_unique<std::string>();
+    message_->insert(0, context);
     return *this;
   }
 
  private:
+  static std::unique_ptr<std::string> copy(const std::unique_ptr<std::string>& m) {
+    return m != nullptr ? std::make_unique<std::string>(*m) : nullptr;
+  }
   cfxResult_t code_ = cfxSuccess;
-  std::string message_;
+  // The message lives on the heap, and only where there is one: a
+  // successful Status is a code and a null pointer, which every layer
+  // returns and moves at the cost of two words (the per-call path of the
+  // smallest collectives returns a Status from a dozen functions).
+  std::unique_ptr<std::string> message_;
 };
 
 Status invalid_argument(std::string message);
