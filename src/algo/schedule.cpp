@@ -86,17 +86,6 @@ int add_with(Schedule& s, Step step, const std::vector<int>& after) {
 
 }  // namespace
 
-bool is_one_sided(StepKind k) {
-  switch (k) {
-    case StepKind::kRead:
-    case StepKind::kWrite:
-    case StepKind::kReduceFrom:
-    case StepKind::kSignal:
-    case StepKind::kWait: return true;
-    default: return false;
-  }
-}
-
 int Schedule::copy(Slice src, Slice dst, const std::vector<int>& after) {
   Step s;
   s.kind = StepKind::kCopy;
@@ -147,27 +136,85 @@ int Schedule::wait(int peer, uint32_t count, const std::vector<int>& after) {
   return add_with(*this, s, after);
 }
 
-uint8_t Schedule::props() const {
-  if (props_ & kKnown) return props_;
-  uint8_t p = kKnown;
-  size_t reach = 0;
-  auto staged = [&reach](const Slice& sl) {
+namespace {
+
+// Shape::in_order: after the first wait, only waits until the last one,
+// then steps that each depend on every wait and on no step after the
+// waits (so they may run in any order, and reads and writes of one peer
+// go in one transfer, as the graph runs them).
+bool in_order(const Schedule& s, const Schedule::Shape& sh) {
+  if (!sh.link_steps.empty() || s.steps.empty()) return false;
+  const size_t n = s.steps.size();
+  size_t first = 0;
+  while (first < n && s.steps[first].kind != StepKind::kWait) ++first;
+  size_t end = first;
+  while (end < n && s.steps[end].kind == StepKind::kWait) ++end;
+  if (end - first > 64) return false;
+  const uint64_t all = end - first == 64 ? ~uint64_t{0} : (uint64_t{1} << (end - first)) - 1;
+  std::vector<uint64_t> waited(n, 0);  // the waits each step follows, by bit
+  for (size_t i = 0; i < n; ++i) {
+    const Step& st = s.steps[i];
+    if (i >= first && i < end) waited[i] = uint64_t{1} << (i - first);
+    for (uint32_t k = 0; k < st.dep_count; ++k) {
+      const uint32_t d = s.deps[st.dep_begin + k];
+      if (d >= i || (i >= end && d >= end)) return false;  // a later step, or another after the waits
+      waited[i] |= waited[d];
+    }
+    if (i >= end && (st.kind == StepKind::kWait || waited[i] != all)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const Schedule::Shape& Schedule::derive_shape() const {
+  Shape sh;
+  auto staged = [&sh](const Slice& sl) {
     if (sl.buf != kStaging || sl.bytes == 0) return false;
-    reach = std::max(reach, sl.offset + sl.bytes);
+    sh.staging_reach = std::max(sh.staging_reach, sl.offset + sl.bytes);
     return true;
   };
-  for (const Step& s : steps) {
-    if (is_one_sided(s.kind)) p |= kOneSided;
+  const size_t n = steps.size();
+  sh.dep_counts.resize(n);
+  sh.dependents_begin.assign(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Step& s = steps[i];
+    if (is_one_sided(s.kind)) {
+      sh.one_sided = true;
+      if (s.peer >= 0) sh.one_sided_peers.push_back(s.peer);
+    }
     // Every staged slice counts towards the reach: no short-circuit.
     const bool src = staged(s.src), dst = staged(s.dst), with = staged(s.with);
-    if (src || dst || with) p |= kUsesStaging;
+    if (src || dst || with) sh.uses_staging = true;
+    sh.dep_counts[i] = s.dep_count;
+    for (uint32_t k = 0; k < s.dep_count; ++k) ++sh.dependents_begin[deps[s.dep_begin + k] + 1];
+    if (runs_at_once(s.kind)) {
+      if (s.dep_count == 0) sh.ready_at_once.push_back(static_cast<int>(i));
+    } else if (s.kind == StepKind::kWait) {
+      if (s.dep_count == 0) sh.ready_waits.push_back(static_cast<int>(i));
+    } else {
+      sh.link_steps.push_back(static_cast<int>(i));
+    }
   }
   for (const Source& src : sources) {
-    if (staged(src.slice)) p |= kUsesStaging;
+    if (staged(src.slice)) sh.uses_staging = true;
+    if (src.peer >= 0) sh.one_sided_peers.push_back(src.peer);
   }
-  staging_reach_ = reach;
-  props_ = p;
-  return p;
+  std::sort(sh.one_sided_peers.begin(), sh.one_sided_peers.end());
+  sh.one_sided_peers.erase(std::unique(sh.one_sided_peers.begin(), sh.one_sided_peers.end()), sh.one_sided_peers.end());
+  for (size_t i = 0; i < n; ++i) sh.dependents_begin[i + 1] += sh.dependents_begin[i];
+  sh.dependents.resize(deps.size());
+  std::vector<uint32_t> fill(sh.dependents_begin.begin(), sh.dependents_begin.end() - 1);
+  for (size_t i = 0; i < n; ++i) {
+    const Step& s = steps[i];
+    for (uint32_t k = 0; k < s.dep_count; ++k) sh.dependents[fill[deps[s.dep_begin + k]]++] = static_cast<uint32_t>(i);
+  }
+  sh.in_order = in_order(*this, sh);
+  shape_ = std::move(sh);
+  shape_steps_ = steps.size();
+  shape_deps_ = deps.size();
+  shape_sources_ = sources.size();
+  return shape_;
 }
 
 }  // namespace conflux::algo

@@ -50,7 +50,16 @@ enum class StepKind : uint8_t {
 };
 
 // Whether the step reaches into a peer's memory or flags.
-bool is_one_sided(StepKind k);
+constexpr bool is_one_sided(StepKind k) {
+  return k == StepKind::kRead || k == StepKind::kWrite || k == StepKind::kReduceFrom || k == StepKind::kSignal ||
+         k == StepKind::kWait;
+}
+// Whether the step runs as soon as its dependencies are done, without a
+// link: copies and the one-sided steps that move data or raise our flag.
+constexpr bool runs_at_once(StepKind k) {
+  return k == StepKind::kCopy || k == StepKind::kRead || k == StepKind::kWrite || k == StepKind::kReduceFrom ||
+         k == StepKind::kSignal;
+}
 
 // A source of kReduceFrom: a slice of a peer's buffer, or of ours (peer -1).
 struct Source {
@@ -103,20 +112,53 @@ struct Schedule {
 
   // Whether any step reaches a peer's memory or flags, and whether any uses
   // a staging area (this rank's or a peer's). Computed once per schedule.
-  bool one_sided() const { return props() & kOneSided; }
-  bool uses_staging() const { return props() & kUsesStaging; }
+  bool one_sided() const { return shape().one_sided; }
+  bool uses_staging() const { return shape().uses_staging; }
   // The end of the farthest staging slice any step names (this rank's
   // staging or a peer's): where it exceeds staging_extent, the extent is wrong.
-  size_t staging_reach() const {
-    props();
-    return staging_reach_;
+  size_t staging_reach() const { return shape().staging_reach; }
+
+  // What every run of the schedule starts from, derived once from the
+  // steps (the executor runs a cached schedule call after call, so none of
+  // this is rebuilt per call). Appending steps after it was read rebuilds
+  // it; changing a step in place does not.
+  struct Shape {
+    bool one_sided = false, uses_staging = false;
+    size_t staging_reach = 0;
+    // The steps that depend on step i: dependents[dependents_begin[i],
+    // dependents_begin[i + 1]).
+    std::vector<uint32_t> dependents_begin, dependents;
+    // Every step's dependency count, to copy as the run's pending counts.
+    std::vector<uint32_t> dep_counts;
+    // The steps ready at the start, in schedule order: those that run at
+    // once (copies and one-sided data or signal steps), and flag waits.
+    std::vector<int> ready_at_once, ready_waits;
+    // The steps that go over links (send, recv, recv-reduce), in schedule
+    // order: each link's messages keep this order.
+    std::vector<int> link_steps;
+    // The peers whose memory or flags one-sided steps reach, ascending.
+    std::vector<int> one_sided_peers;
+    // Whether running the steps in schedule order, each wait holding up
+    // what follows it, is exactly what the dependency graph allows: no
+    // links, the waits together, and every step after them depending on
+    // every one of them (the eager algorithms: stage, signal, wait for every
+    // peer, read or reduce). Such a schedule needs none of the graph's
+    // bookkeeping to run.
+    bool in_order = false;
+  };
+  const Shape& shape() const {
+    // Builders append steps (compose.h) without reading the shape; should
+    // one append after reading it, the counts no longer match and it is
+    // derived again.
+    if (shape_steps_ == steps.size() && shape_deps_ == deps.size() && shape_sources_ == sources.size()) return shape_;
+    return derive_shape();
   }
 
  private:
-  enum : uint8_t { kKnown = 1, kOneSided = 2, kUsesStaging = 4 };
-  uint8_t props() const;
-  mutable uint8_t props_ = 0;
-  mutable size_t staging_reach_ = 0;
+  const Shape& derive_shape() const;
+  static constexpr size_t kUnknown = SIZE_MAX;
+  mutable size_t shape_steps_ = kUnknown, shape_deps_ = kUnknown, shape_sources_ = kUnknown;
+  mutable Shape shape_;
 };
 
 // Element-aligned balanced partition of `count` into `parts`: the first

@@ -26,14 +26,12 @@ using algo::StepKind;
 constexpr auto kCheckAllLinksAfter = std::chrono::seconds(2);
 constexpr auto kSpinBudget = std::chrono::microseconds(50);
 constexpr auto kYieldEvery = std::chrono::microseconds(2);
+// Polls of the flags an in-order schedule waits on before its general wait
+// loop: about a microsecond (each poll includes a pause).
+constexpr int kQuickPolls = 32;
 
 
-// Steps that run as soon as their dependencies are done, without waiting on
-// a link: copies and the one-sided steps that move data or raise our flag.
-bool runs_at_once(StepKind k) {
-  return k == StepKind::kCopy || k == StepKind::kRead || k == StepKind::kWrite || k == StepKind::kReduceFrom ||
-         k == StepKind::kSignal;
-}
+using algo::runs_at_once;
 
 using StepState = ExecWorkspace::StepState;
 using PeerQueues = ExecWorkspace::PeerQueues;
@@ -42,7 +40,7 @@ class Run {
  public:
   Run(const algo::Schedule& s, const ExecContext& ctx, ExecWorkspace& w)
       : sched_(s), ctx_(ctx), bufs_(w.bufs), state_(w.state), pending_(w.pending),
-        dependents_begin_(w.dependents_begin), dependents_(w.dependents), fill_(w.fill), queues_(w.queues),
+        shape_(s.shape()), queues_(w.queues),
         active_lanes_(w.active_lanes), ready_copies_(w.ready), waits_(w.waits), tmp_(w.tmp), checked_(w.checked),
         batch_(w.batch), pieces_(w.pieces) {
     bufs_.assign(ctx.buffers.begin(), ctx.buffers.end());
@@ -60,6 +58,12 @@ class Run {
   Status go();
 
  private:
+  // Runs steps until done_ reaches `target`, waiting (spin, yield, sleep)
+  // whenever nothing moves.
+  Status drive(size_t target);
+  // Shape::in_order schedules: in schedule order, without the graph.
+  Status go_in_order();
+  Status run_now(int i);
   uint8_t* ptr(const algo::Slice& sl) const { return bufs_[sl.buf] + sl.offset; }
   Status run_local(int i);
   Status run_transfers(int first);
@@ -88,9 +92,7 @@ class Run {
   std::vector<uint8_t*>& bufs_;
   std::vector<StepState>& state_;
   std::vector<uint32_t>& pending_;
-  std::vector<uint32_t>& dependents_begin_;
-  std::vector<uint32_t>& dependents_;
-  std::vector<uint32_t>& fill_;
+  const algo::Schedule::Shape& shape_;  // dependents, what is ready at the start
   std::vector<PeerQueues>& queues_;  // by lane
   std::vector<int>& active_lanes_;
   std::vector<int>& ready_copies_;  // copies and one-sided steps that run at once
@@ -103,6 +105,7 @@ class Run {
   size_t done_ = 0;
   Clock::time_point next_liveness_check_{};
   bool collective_ = true;  // no Send/Recv signature among the steps
+  bool in_order_ = false;   // go_in_order: completing a step releases nothing
   Clock::time_point stalled_since_{};  // when waiting began without progress since
 };
 
@@ -126,8 +129,9 @@ std::string Run::lane_name(int lane) const {
 
 void Run::complete(int i) {
   ++done_;
-  for (uint32_t k = dependents_begin_[i]; k < dependents_begin_[i + 1]; ++k) {
-    int d = static_cast<int>(dependents_[k]);
+  if (in_order_) return;
+  for (uint32_t k = shape_.dependents_begin[i]; k < shape_.dependents_begin[i + 1]; ++k) {
+    int d = static_cast<int>(shape_.dependents[k]);
     if (--pending_[d] != 0) continue;
     if (runs_at_once(sched_.steps[d].kind)) ready_copies_.push_back(d);
     else if (sched_.steps[d].kind == StepKind::kWait) waits_.push_back(d);
@@ -190,19 +194,24 @@ Status Run::run_reduce_from(const Step& step) {
     many.resize(step.src_count);
     list = many.data();
   }
+  // Mapped sources are reduced in place; the others are read first, each
+  // into its own part of tmp_ (sized before any pointer into it is kept).
   size_t kernel_reads = 0;
-  for (uint32_t k = 0; k < step.src_count; ++k)
-    if (src[k].peer >= 0 && ctx_.peer_memory->view(src[k].peer, src[k].slice.buf, src[k].slice.offset, bytes) == nullptr)
-      ++kernel_reads;
-  if (tmp_.size() < kernel_reads * bytes) tmp_.resize(kernel_reads * bytes);
-  size_t used = 0;
   for (uint32_t k = 0; k < step.src_count; ++k) {
     const algo::Source& s = src[k];
     if (s.peer < 0) {
       list[k] = ptr(s.slice);
-    } else if (const uint8_t* v = ctx_.peer_memory->view(s.peer, s.slice.buf, s.slice.offset, bytes)) {
-      list[k] = v;  // mapped: reduce straight from the peer's memory
     } else {
+      list[k] = ctx_.peer_memory->view(s.peer, s.slice.buf, s.slice.offset, bytes);
+      if (list[k] == nullptr) ++kernel_reads;
+    }
+  }
+  if (kernel_reads > 0) {
+    if (tmp_.size() < kernel_reads * bytes) tmp_.resize(kernel_reads * bytes);
+    size_t used = 0;
+    for (uint32_t k = 0; k < step.src_count; ++k) {
+      const algo::Source& s = src[k];
+      if (list[k] != nullptr) continue;
       uint8_t* at = tmp_.data() + used;
       used += bytes;
       CFX_RETURN_IF_ERROR(ctx_.peer_memory->read(s.peer, s.slice.buf, s.slice.offset, at, bytes));
@@ -232,16 +241,17 @@ Status Run::check_waits(bool* progressed) {
   for (size_t k = 0; k < waits_.size();) {
     const int i = waits_[k];
     const Step& step = sched_.steps[i];
-    if (!flag_reached(ctx_.peer_memory->flag(step.peer), ctx_.epoch, step.count)) {
+    const uint64_t seen = ctx_.peer_memory->flag(step.peer);
+    if (!flag_reached(seen, ctx_.epoch, step.count)) {
       // A peer in a point-to-point call of this epoch never signals.
-      CFX_RETURN_IF_ERROR(ctx_.peer_memory->check_call(step.peer));
+      CFX_RETURN_IF_ERROR(ctx_.peer_memory->check_call(step.peer, seen));
       ++k;
       continue;
     }
     // The first sign of the peer in this call: before anything reads what
     // it published, check that it is in the same call.
     if (!checked_[step.peer]) {
-      CFX_RETURN_IF_ERROR(ctx_.peer_memory->check_call(step.peer));
+      CFX_RETURN_IF_ERROR(ctx_.peer_memory->check_call(step.peer, seen));
       checked_[step.peer] = 1;
     }
     waits_[k] = waits_.back();
@@ -254,19 +264,15 @@ Status Run::check_waits(bool* progressed) {
 
 Status Run::start_one_sided() {
   if (ctx_.peer_memory == nullptr) return internal_error("a one-sided schedule on a communicator without shared memory");
-  for (const Step& s : sched_.steps)
-    if ((s.kind == StepKind::kRead || s.kind == StepKind::kWrite || s.kind == StepKind::kWait) &&
-        !ctx_.peer_memory->reaches(s.peer))
-      return internal_error("one-sided step names rank " + std::to_string(s.peer) + ", which is not on this host");
-  for (const algo::Source& src : sched_.sources)
-    if (src.peer >= 0 && !ctx_.peer_memory->reaches(src.peer))
-      return internal_error("one-sided reduction names rank " + std::to_string(src.peer) + ", which is not on this host");
-  const bool staging = sched_.uses_staging();
+  for (int peer : shape_.one_sided_peers)
+    if (!ctx_.peer_memory->reaches(peer))
+      return internal_error("one-sided step names rank " + std::to_string(peer) + ", which is not on this host");
+  const bool staging = shape_.uses_staging;
   if (staging && ctx_.peer_memory->staging_bytes() == 0) return internal_error("no staging area for an eager schedule");
   // Where the staging halves lie depends on the stated extent (the same on
   // every rank): a schedule that reaches past it would miss its peers' data.
-  if (sched_.staging_extent > 0 && sched_.staging_reach() > sched_.staging_extent)
-    return internal_error("schedule '" + sched_.algorithm + "' reaches " + std::to_string(sched_.staging_reach()) +
+  if (sched_.staging_extent > 0 && shape_.staging_reach > sched_.staging_extent)
+    return internal_error("schedule '" + sched_.algorithm + "' reaches " + std::to_string(shape_.staging_reach) +
                           " bytes into the staging area, past the " + std::to_string(sched_.staging_extent) +
                           " it states");
   const int half = ctx_.peer_memory->begin_call(ctx_.epoch, ctx_.sigs.empty() ? OpSig{} : ctx_.sigs[0],
@@ -304,9 +310,10 @@ Status Run::run_transfers(int first) {
     pieces_.push_back(to_peer ? PeerMemory::Piece{s.dst.offset, ptr(s.src), s.src.bytes}
                               : PeerMemory::Piece{s.src.offset, ptr(s.dst), s.dst.bytes});
   }
-  CFX_RETURN_IF_ERROR(ctx_.peer_memory->transfer(f.peer, remote_buf(f), to_peer, pieces_.data(), pieces_.size())
-                          .prepend(std::string("one-sided ") + (to_peer ? "write to" : "read from") + " rank " +
-                                   std::to_string(f.peer) + ": "));
+  Status st = ctx_.peer_memory->transfer(f.peer, remote_buf(f), to_peer, pieces_.data(), pieces_.size());
+  if (!st.ok())
+    return st.prepend(std::string("one-sided ") + (to_peer ? "write to" : "read from") + " rank " +
+                      std::to_string(f.peer) + ": ");
   for (int i : batch_) complete(i);
   return Status::Ok();
 }
@@ -479,24 +486,7 @@ Status Run::go() {
   const size_t n = sched_.steps.size();
   for (const OpSig& sig : ctx_.sigs)
     if (sig.coll == static_cast<uint8_t>(Coll::kSend) || sig.coll == static_cast<uint8_t>(Coll::kRecv)) collective_ = false;
-  state_.assign(n, StepState{});
-  pending_.resize(n);
-  dependents_begin_.assign(n + 1, 0);
-  for (size_t i = 0; i < n; ++i) {
-    const Step& s = sched_.steps[i];
-    pending_[i] = s.dep_count;
-    for (uint32_t k = 0; k < s.dep_count; ++k) ++dependents_begin_[sched_.deps[s.dep_begin + k] + 1];
-  }
-  for (size_t i = 0; i < n; ++i) dependents_begin_[i + 1] += dependents_begin_[i];
-  dependents_.resize(sched_.deps.size());
-  fill_.assign(dependents_begin_.begin(), dependents_begin_.end() - 1);
-  for (size_t i = 0; i < n; ++i) {
-    const Step& s = sched_.steps[i];
-    for (uint32_t k = 0; k < s.dep_count; ++k) dependents_[fill_[sched_.deps[s.dep_begin + k]]++] = static_cast<uint32_t>(i);
-  }
-  if (queues_.size() < ctx_.links.size() * (1 + ctx_.channel_links.size()))
-    queues_.resize(ctx_.links.size() * (1 + ctx_.channel_links.size()));
-  if (sched_.one_sided()) {
+  if (shape_.one_sided) {
     CFX_RETURN_IF_ERROR(start_one_sided());
   } else if (ctx_.peer_memory != nullptr && ctx_.epoch != 0) {
     // Only a call of the communicator's sequence (epoch > 0, the same on
@@ -504,28 +494,72 @@ Status Run::go() {
     // flag would read as an epoch no peer agreed on.
     ctx_.peer_memory->announce_call(ctx_.epoch, ctx_.sigs.empty() ? OpSig{} : ctx_.sigs[0]);
   }
-  for (size_t i = 0; i < n; ++i) {
+  if (shape_.in_order) return go_in_order();
+  pending_.assign(shape_.dep_counts.begin(), shape_.dep_counts.end());
+  if (!shape_.link_steps.empty()) {
+    state_.resize(n);
+    if (queues_.size() < ctx_.links.size() * (1 + ctx_.channel_links.size()))
+      queues_.resize(ctx_.links.size() * (1 + ctx_.channel_links.size()));
+  }
+  // Copies and one-sided steps run in schedule order: the ready list is
+  // a stack, so it holds them reversed.
+  ready_copies_.assign(shape_.ready_at_once.rbegin(), shape_.ready_at_once.rend());
+  waits_.assign(shape_.ready_waits.begin(), shape_.ready_waits.end());
+  for (int i : shape_.link_steps) {
     const Step& s = sched_.steps[i];
-    if (runs_at_once(s.kind)) {
-      if (pending_[i] == 0) ready_copies_.push_back(static_cast<int>(i));
-      continue;
-    }
-    if (s.kind == StepKind::kWait) {
-      if (pending_[i] == 0) waits_.push_back(static_cast<int>(i));
-      continue;
-    }
     if (s.peer < 0 || static_cast<size_t>(s.peer) >= ctx_.links.size() || ctx_.links[s.peer] == nullptr)
       return internal_error("schedule names rank " + std::to_string(s.peer) + " which has no link");
+    state_[i] = StepState{};
     const int lane = lane_of(s);
     PeerQueues& q = queues_[lane];
     if (q.sends.empty() && q.recvs.empty()) active_lanes_.push_back(lane);
-    (s.kind == StepKind::kSend ? q.sends : q.recvs).push_back(static_cast<int>(i));
+    (s.kind == StepKind::kSend ? q.sends : q.recvs).push_back(i);
   }
-  // Reverse: later copies were pushed last; run them in schedule order.
-  std::reverse(ready_copies_.begin(), ready_copies_.end());
+  return drive(n);
+}
+
+Status Run::run_now(int i) {
+  const StepKind kind = sched_.steps[i].kind;
+  if (kind == StepKind::kRead || kind == StepKind::kWrite) return run_transfers(i);  // completes the step
+  CFX_RETURN_IF_ERROR(run_local(i));
+  complete(i);
+  return Status::Ok();
+}
+
+// What comes before the waits runs in order; then the waits, together, so
+// whichever peer is ready first is seen first; then what follows them, in
+// one pass over the ready steps (reads and writes of one peer batched),
+// as the graph would run it (Shape::in_order).
+Status Run::go_in_order() {
+  in_order_ = true;
+  const int n = static_cast<int>(sched_.steps.size());
+  int i = 0;
+  for (; i < n && sched_.steps[i].kind != StepKind::kWait; ++i) CFX_RETURN_IF_ERROR(run_now(i));
+  for (; i < n && sched_.steps[i].kind == StepKind::kWait; ++i) waits_.push_back(i);
+  // Peers are mostly a few hundred nanoseconds away: poll their flags
+  // alone first, then wait as every schedule does (deadline, liveness,
+  // yield, sleep).
+  for (int polls = 0; polls < kQuickPolls && !waits_.empty(); ++polls) {
+    bool progressed = false;
+    CFX_RETURN_IF_ERROR(check_waits(&progressed));
+    if (!progressed) CFX_CPU_RELAX();
+  }
+  CFX_RETURN_IF_ERROR(drive(static_cast<size_t>(i)));
+  bool transfers = false;
+  for (int k = i; k < n; ++k) transfers |= sched_.steps[k].kind == StepKind::kRead || sched_.steps[k].kind == StepKind::kWrite;
+  if (!transfers) {
+    for (; i < n; ++i) CFX_RETURN_IF_ERROR(run_local(i));
+    return Status::Ok();
+  }
+  for (int k = n - 1; k >= i; --k) ready_copies_.push_back(k);  // a stack: schedule order
+  bool progressed = false;
+  return pass(&progressed);
+}
+
+Status Run::drive(size_t target) {
   int idle = 0;
   Clock::time_point idle_since, last_yield;
-  while (done_ < n) {
+  while (done_ < target) {
     bool progressed = false;
     CFX_RETURN_IF_ERROR(pass(&progressed));
     if (progressed) {

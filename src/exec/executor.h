@@ -64,7 +64,7 @@ struct ExecWorkspace {
   };
   std::vector<uint8_t*> bufs;
   std::vector<StepState> state;
-  std::vector<uint32_t> pending, dependents_begin, dependents, fill;
+  std::vector<uint32_t> pending;
   std::vector<PeerQueues> queues;
   std::vector<int> active_lanes, ready, waits;
   std::vector<uint8_t> tmp, checked;

@@ -39,12 +39,13 @@ class PeerMemory {
   // sees that this rank is in another call instead of waiting for a signal
   // that never comes.
   virtual void announce_call(uint64_t epoch, const OpSig& sig) = 0;
-  // Whether a peer whose flag shows this rank's epoch is in the same call
-  // as this rank (a mismatch error naming both calls otherwise): checked
-  // once it has signalled, and while waiting for a signal, since a peer in
-  // a point-to-point call of the epoch never signals. A peer whose flag is
-  // in an earlier call, or a later one (it passed this one), is not checked.
-  virtual Status check_call(int peer) const = 0;
+  // Whether a peer whose flag (`seen`, as flag() returned it) shows this
+  // rank's epoch is in the same call as this rank (a mismatch error naming
+  // both calls otherwise): checked once it has signalled, and while
+  // waiting for a signal, since a peer in a point-to-point call of the
+  // epoch never signals. A peer whose flag is in an earlier call, or a
+  // later one (it passed this one), is not checked.
+  virtual Status check_call(int peer, uint64_t seen) const = 0;
   // This rank's staging half in the current call; nullptr when there is none.
   virtual uint8_t* staging(int half) const = 0;
   virtual size_t staging_bytes() const = 0;
@@ -77,8 +78,11 @@ class PeerMemory {
   // Raises this rank's flag to its `signals`-th signal of the current call
   // and wakes the peers that sleep.
   virtual void signal(uint32_t signals) = 0;
-  // The peer's flag now (flag_epoch/flag_signals read it).
-  virtual uint64_t flag(int peer) const = 0;
+  // The peer's flag now (flag_epoch/flag_signals read it). A transport
+  // may take what the peer staged beside the flag in the same look (the
+  // shm transport does for small calls), so that reading it later touches
+  // no line the peer may be writing for its next call.
+  virtual uint64_t flag(int peer) = 0;
 };
 
 // A flag packs the call's epoch (32 bits), a 24-bit hash of the call's

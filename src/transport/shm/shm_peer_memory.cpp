@@ -29,6 +29,7 @@ bool user_buffer(int buf) { return buf == algo::kSendBuf || buf == algo::kRecvBu
 ShmPeerMemory::ShmPeerMemory(const ShmSegment& mine, std::vector<const ShmSegment*> peers, std::vector<int> pids)
     : mine_(mine), peers_(std::move(peers)), pids_(std::move(pids)) {
   pidfds_.assign(peers_.size(), -1);
+  snapshots_.resize(peers_.size());
   for (size_t p = 0; p < peers_.size(); ++p) {
     if (peers_[p] == nullptr) continue;
 #ifdef SYS_pidfd_open
@@ -76,10 +77,18 @@ int ShmPeerMemory::begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* s
 void ShmPeerMemory::publish_call(uint64_t epoch, const OpSig& sig) {
   epoch_ = epoch;
   sig_ = sig;
-  // FNV-1a of the signature's bytes, folded to 24 bits.
-  uint64_t h = 1469598103934665603ull;
-  const auto* bytes = reinterpret_cast<const uint8_t*>(&sig);
-  for (size_t i = 0; i < sizeof sig; ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  // The signature's three words mixed (splitmix64's finaliser between
+  // them), folded to 24 bits: every rank computes it alike, and calls that
+  // differ in any field differ in it but for a 1 in 2^24 chance.
+  static_assert(sizeof sig == 3 * sizeof(uint64_t), "OpSig is hashed as three words");
+  uint64_t w[3];
+  std::memcpy(w, &sig, sizeof w);
+  auto mix = [](uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  };
+  const uint64_t h = mix(mix(mix(w[0]) ^ w[1]) ^ w[2]);
   call_hash_ = static_cast<uint32_t>((h ^ (h >> 24) ^ (h >> 48)) & 0xffffffu);
   ShmCallSig& cs = mine_.call_sig();  // only read to describe a mismatch
   cs.epoch.store(0, std::memory_order_relaxed);
@@ -99,9 +108,8 @@ void ShmPeerMemory::announce_call(uint64_t epoch, const OpSig& sig) {
       ring_doorbell(peers_[p]->doorbell());
 }
 
-Status ShmPeerMemory::check_call(int peer) const {
-  const uint64_t f = peers_[peer]->flag().value.load(std::memory_order_acquire);
-  if (flag_epoch(f) != (epoch_ & 0xffffffffull) || flag_call_hash(f) == call_hash_) return Status::Ok();
+Status ShmPeerMemory::check_call(int peer, uint64_t seen) const {
+  if (flag_epoch(seen) != (epoch_ & 0xffffffffull) || flag_call_hash(seen) == call_hash_) return Status::Ok();
   // Another call: describe it from the signature the peer published.
   const ShmCallSig& cs = peers_[peer]->call_sig();
   const OpSig theirs = cs.sig;
@@ -170,6 +178,12 @@ uint8_t* ShmPeerMemory::mapped(int peer, int buf, uint64_t remote, size_t bytes)
 }
 
 uint8_t* ShmPeerMemory::view(int peer, int buf, size_t offset, size_t bytes) {
+  // A peer's staging area is always mapped: the eager algorithms' path.
+  if (buf == algo::kStaging) {
+    if (!reaches(peer) || offset + bytes > staging_size(*peers_[peer])) return nullptr;
+    if (in_flag_line_ && snapshots_[peer].epoch == epoch_) return snapshots_[peer].bytes + offset;
+    return staging_of(*peers_[peer], half_) + offset;
+  }
   Result<uint64_t> remote = remote_address(peer, buf, offset, bytes);
   return remote.ok() ? mapped(peer, buf, remote.value(), bytes) : nullptr;
 }
@@ -234,6 +248,13 @@ Status ShmPeerMemory::transfer(int peer, int buf, bool to_peer, const Piece* pie
   for (size_t i = 0; i < count; ++i) {
     const Piece& p = pieces[i];
     if (p.bytes == 0) continue;
+    if (buf == algo::kStaging) {
+      uint8_t* v = view(peer, buf, p.offset, p.bytes);
+      if (v == nullptr) return internal_error("one-sided step reaches past rank " + std::to_string(peer) + "'s staging area");
+      if (to_peer) std::memcpy(v, p.local, p.bytes);
+      else std::memcpy(p.local, v, p.bytes);
+      continue;
+    }
     CFX_ASSIGN_OR_RETURN(uint64_t at, remote_address(peer, buf, p.offset, p.bytes));
     if (uint8_t* v = mapped(peer, buf, at, p.bytes)) {
       if (to_peer) std::memcpy(v, p.local, p.bytes);
@@ -259,7 +280,19 @@ void ShmPeerMemory::signal(uint32_t signals) {
       ring_doorbell(peers_[p]->doorbell());
 }
 
-uint64_t ShmPeerMemory::flag(int peer) const { return peers_[peer]->flag().value.load(std::memory_order_acquire); }
+uint64_t ShmPeerMemory::flag(int peer) {
+  const ShmFlag& line = peers_[peer]->flag();
+  const uint64_t f = line.value.load(std::memory_order_acquire);
+  // The peer's first signal in this call: what it staged beside the flag
+  // is complete (staging precedes the signal that publishes it) and stays
+  // until its next call with the same half, two staging calls away.
+  Snapshot& snap = snapshots_[peer];
+  if (in_flag_line_ && snap.epoch != epoch_ && flag_epoch(f) == (epoch_ & 0xffffffffull) && flag_signals(f) > 0) {
+    std::memcpy(snap.bytes, line.staging[half_], kFlagLineStagingBytes);
+    snap.epoch = epoch_;
+  }
+  return f;
+}
 
 bool ShmPeerMemory::kernel_copy_works() {
   for (size_t p = 0; p < peers_.size(); ++p) {

@@ -25,7 +25,7 @@ class ShmPeerMemory final : public PeerMemory {
   bool reaches(int peer) const override;
   int begin_call(uint64_t epoch, const OpSig& sig, const uint8_t* send, size_t send_bytes, uint8_t* recv,
                  size_t recv_bytes, bool staging, size_t staging_extent, bool expose) override;
-  Status check_call(int peer) const override;
+  Status check_call(int peer, uint64_t seen) const override;
   void announce_call(uint64_t epoch, const OpSig& sig) override;
   uint8_t* staging(int half) const override { return staging_of(mine_, half); }
   size_t staging_bytes() const override { return mine_.layout().staging_bytes; }
@@ -34,7 +34,7 @@ class ShmPeerMemory final : public PeerMemory {
   Status write(int peer, int buf, size_t offset, const void* from, size_t bytes) override;
   Status transfer(int peer, int buf, bool to_peer, const Piece* pieces, size_t count) override;
   void signal(uint32_t signals) override;
-  uint64_t flag(int peer) const override;
+  uint64_t flag(int peer) override;
 
   // Whether process_vm_readv reaches every same-host peer (ptrace rules,
   // containers): reads a word of each peer's segment through the kernel.
@@ -75,6 +75,16 @@ class ShmPeerMemory final : public PeerMemory {
   int staging_calls_ = 0;  // calls so far that used the staging areas
   bool in_flag_line_ = false;  // this call's staging halves are the flags' (ShmFlag::staging)
   int half_ = 0;
+  // A small call's staged bytes, by peer, copied from the peer's flag
+  // line in the look that showed its signal in this call (epoch). The
+  // peer writes its next call's half into that same line as soon as it
+  // has seen our signal: reading the bytes from the line later would
+  // fetch it again.
+  struct Snapshot {
+    uint64_t epoch = 0;  // 0: none
+    uint8_t bytes[kFlagLineStagingBytes];
+  };
+  std::vector<Snapshot> snapshots_;
   std::vector<Mapping> mappings_;
 };
 
