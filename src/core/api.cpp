@@ -160,9 +160,7 @@ cfxResult_t issue(cfxComm* comm, OpDesc op) {
       t_group_ops.emplace_back(comm, std::move(op));
       return Status::Ok();
     }
-    std::vector<OpDesc> ops;
-    ops.push_back(std::move(op));
-    return comm->run(std::move(ops));
+    return comm->run(op);
   });
 }
 
@@ -477,7 +475,7 @@ cfxResult_t cfxGroupEnd(void) {
   cfxResult_t result = cfxSuccess;
   for (cfxComm* comm : order) {
     CallGuard in_call(comm);
-    cfxResult_t r = guarded(comm, [&] { return comm->run(std::move(by_comm[comm])); });
+    cfxResult_t r = guarded(comm, [&] { return comm->run(by_comm[comm]); });
     if (result == cfxSuccess) result = r;
   }
   return result;

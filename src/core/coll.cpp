@@ -31,11 +31,6 @@ const char* redop_name(cfxRedOp_t op) {
   return (op >= 0 && op < cfxNumOps) ? kNames[op] : "invalid";
 }
 
-size_t datatype_size(cfxDataType_t t) {
-  static const size_t kSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
-  return (t >= 0 && t < cfxNumTypes) ? kSizes[t] : 0;
-}
-
 std::string describe(const OpSig& sig) {
   auto c = static_cast<Coll>(sig.coll);
   std::string s = std::string(coll_name(c)) + " #" + std::to_string(sig.seq) + " (";

@@ -34,7 +34,13 @@ const char* coll_name(Coll c);
 using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t count);
 const char* datatype_name(cfxDataType_t t);
 const char* redop_name(cfxRedOp_t op);
-size_t datatype_size(cfxDataType_t t);  // 0 if invalid
+// Bytes per element; 0 if invalid.
+inline constexpr size_t kDatatypeSizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+inline size_t datatype_size(cfxDataType_t t) {
+  const auto& kSizes = kDatatypeSizes;
+  static_assert(sizeof kSizes / sizeof kSizes[0] == cfxNumTypes);
+  return (t >= 0 && t < cfxNumTypes) ? kSizes[t] : 0;
+}
 
 // Signature of the operation a message belongs to. Point-to-point messages
 // are signed as kSend by both sides (a Recv expects a Send's signature).

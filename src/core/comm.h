@@ -6,6 +6,7 @@
 #include "bootstrap/rank_info.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/unique_id.h"
+#include "core/config.h"
 #include "core/op.h"
 #include "core/status.h"
 #include "exec/executor.h"
@@ -19,6 +20,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -56,7 +58,8 @@ struct cfxComm {
   conflux::Status deregister_buffer(void* handle);
 
   // Runs ops (one, or a group) in order; blocking.
-  conflux::Status run(std::vector<conflux::OpDesc> ops);
+  conflux::Status run(std::span<const conflux::OpDesc> ops);
+  conflux::Status run(const conflux::OpDesc& op) { return run(std::span<const conflux::OpDesc>(&op, 1)); }
   // Queues ops on the progress thread; the request completes when they have run.
   cfxRequest* submit(std::vector<conflux::OpDesc> ops);
 
@@ -85,15 +88,15 @@ struct cfxComm {
   void build_ring();
   void log_init_summary() const;
 
-  conflux::Status run_locked(std::vector<conflux::OpDesc>& ops);
+  conflux::Status run_locked(std::span<const conflux::OpDesc> ops);
   // Before a collective: every link's liveness check, at most every 100 ms.
   conflux::Status check_peers_between_calls();
   std::chrono::steady_clock::time_point next_peer_check_{};
   std::vector<std::chrono::steady_clock::time_point> peer_gone_since_;  // by peer; {} while alive
   conflux::Status run_collective(const conflux::OpDesc& op);
   // The tuner's schedule for op (from the cache when it was built before).
-  conflux::Result<std::shared_ptr<const conflux::algo::Schedule>> choose_schedule(const conflux::OpDesc& op,
-                                                                                 bool* registered_buffers);
+  // It stays valid until the next call of choose_schedule.
+  conflux::Result<const conflux::algo::Schedule*> choose_schedule(const conflux::OpDesc& op, bool* registered_buffers);
   conflux::Status run_dynamic_alltoallv(const conflux::OpDesc& op);
   conflux::Status run_p2p_batch(const std::vector<const conflux::OpDesc*>& ops);
   // Makes this communicator's tuner (its constants agreed by every rank).
@@ -108,6 +111,9 @@ struct cfxComm {
   void choose_channel_split(double one_flow_gbps, double all_flows_gbps);
   void worker_loop();
 
+  // The configuration this communicator was made with (read once; a later
+  // reload_config, as tests do, applies to communicators made after it).
+  const conflux::Config* cfg_ = &conflux::config();
   int rank_ = 0;
   int nranks_ = 1;
   conflux::UniqueIdData id_;
@@ -154,9 +160,12 @@ struct cfxComm {
     size_t operator()(const ScheduleKey& k) const;
   };
   std::unordered_map<ScheduleKey, std::shared_ptr<const conflux::algo::Schedule>, ScheduleKeyHash> schedules_;
-  conflux::Result<std::shared_ptr<const conflux::algo::Schedule>> schedule_for(const conflux::OpDesc& op,
-                                                                              conflux::tune::Tuner* tuner,
-                                                                              const ScheduleKey& key);
+  // The schedule of the last call, and its key (a loop repeats one call:
+  // no lookup then); an AlltoAllv's, which is not cached, lives here too.
+  ScheduleKey last_key_;
+  std::shared_ptr<const conflux::algo::Schedule> last_schedule_;
+  conflux::Result<const conflux::algo::Schedule*> schedule_for(const conflux::OpDesc& op, conflux::tune::Tuner* tuner,
+                                                               const ScheduleKey& key);
   std::unique_ptr<conflux::tune::Tuner> tuner_;
   bool agreeing_ = false;  // running the tuner's own agreement call (no tuner for it)
 
@@ -169,7 +178,7 @@ struct cfxComm {
   std::vector<std::unique_ptr<Registration>> registrations_;
   std::atomic<size_t> registered_count_{0};  // calls skip the lock while there are none
   // Counts op's registrations as used (delta +1) or no longer (-1).
-  void use_registrations(const std::vector<conflux::OpDesc>& ops, int delta);
+  void use_registrations(std::span<const conflux::OpDesc> ops, int delta);
 
   uint32_t coll_seq_ = 0;
   uint64_t epoch_ = 0;  // collective schedules run so far (one-sided flags are tagged with it)

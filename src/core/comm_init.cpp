@@ -57,7 +57,7 @@ Result<std::unique_ptr<cfxComm>> cfxComm::create(int nranks, int rank, const Uni
 }
 
 Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
-  const Config& cfg = config();
+  const Config& cfg = *cfg_;
   rank_ = rank;
   nranks_ = nranks;
   id_ = id;
@@ -138,7 +138,7 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
 }
 
 Status cfxComm::connect_peers(const RankInfo& mine) {
-  const Config& cfg = config();
+  const Config& cfg = *cfg_;
   // Each peer takes the first transport, in preference order, that reaches it.
   std::vector<ConnectPlan> plans(transports_.size());
   bool any_network = false;
@@ -239,7 +239,7 @@ cfxComm::~cfxComm() {
     l.begin_close();
     return conflux::Status::Ok();
   });
-  const int64_t linger_ms = config().heartbeat_timeout_ms > 0 ? config().heartbeat_timeout_ms : 10000;
+  const int64_t linger_ms = cfg_->heartbeat_timeout_ms > 0 ? cfg_->heartbeat_timeout_ms : 10000;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(linger_ms);
   (void)for_each_link([&](conflux::Link& l) {
     l.finish_close(deadline);

@@ -120,7 +120,7 @@ bool is_in_place(const OpDesc& op, int rank, int nranks) {
 }  // namespace
 
 void cfxComm::choose_channel_split(double one_flow_gbps, double all_flows_gbps) {
-  if (channel_link_ptrs_.empty() || config().channel_min_bytes >= 0) return;  // none, or set at init
+  if (channel_link_ptrs_.empty() || cfg_->channel_min_bytes >= 0) return;  // none, or set at init
   // Worth it only where several flows outrun one (a per-flow cap, or a
   // core that cannot keep one flow's pace), and only for calls large
   // enough that each channel still moves whole chunks of work.
@@ -149,14 +149,14 @@ uint8_t* cfxComm::scratch(size_t bytes) {
   return scratch_.data();
 }
 
-Status cfxComm::run(std::vector<OpDesc> ops) {
+Status cfxComm::run(std::span<const OpDesc> ops) {
   // Keep issue order with queued nonblocking operations: if any are pending,
   // this call queues behind them. (None ever submitted: no lock to take.)
   if (async_outstanding_.load(std::memory_order_acquire) > 0) {
     std::unique_lock lock(queue_mutex_);
     if (!queue_.empty() || worker_busy_) {
       lock.unlock();
-      cfxRequest* req = submit(std::move(ops));
+      cfxRequest* req = submit(std::vector<OpDesc>(ops.begin(), ops.end()));
       std::unique_lock rl(req->mutex);
       req->cv.wait(rl, [&] { return req->done; });
       Status st = req->status;
@@ -172,7 +172,7 @@ Status cfxComm::run(std::vector<OpDesc> ops) {
   return st;
 }
 
-Status cfxComm::run_locked(std::vector<OpDesc>& ops) {
+Status cfxComm::run_locked(std::span<const OpDesc> ops) {
   if (abort_) return aborted_error("communicator was aborted");
   if (!broken_.ok()) return Status(broken_.code(), "communicator is unusable after an earlier error: " + broken_.message());
   // A peer that gave up may never make this rank wait (its sends complete
@@ -294,7 +294,7 @@ ExecContext cfxComm::exec_context() const {
 // what one-sided access every rank has: each votes 1 or 0, and an average
 // of 1 means all can.
 Status cfxComm::make_tuner() {
-  const Config& cfg = config();
+  const Config& cfg = *cfg_;
   tune::Constants mine = cfg.tune ? tune::machine_constants() : tune::Constants{};
   // The network can only be measured against another host: rank 0 and
   // the first rank elsewhere exchange messages over their real link
@@ -399,11 +399,16 @@ size_t cfxComm::ScheduleKeyHash::operator()(const ScheduleKey& k) const {
   return h;
 }
 
-Result<std::shared_ptr<const algo::Schedule>> cfxComm::schedule_for(const OpDesc& op, tune::Tuner* tuner,
-                                                                  const ScheduleKey& key) {
+Result<const algo::Schedule*> cfxComm::schedule_for(const OpDesc& op, tune::Tuner* tuner, const ScheduleKey& key) {
   const bool cacheable = op.coll != Coll::kAlltoAllv;  // its counts are not in the key
-  if (cacheable)
-    if (auto it = schedules_.find(key); it != schedules_.end()) return it->second;
+  if (cacheable) {
+    if (last_schedule_ != nullptr && key == last_key_) return last_schedule_.get();
+    if (auto it = schedules_.find(key); it != schedules_.end()) {
+      last_key_ = key;
+      last_schedule_ = it->second;
+      return last_schedule_.get();
+    }
+  }
   algo::CollArgs a;
   a.coll = op.coll;
   a.nranks = nranks_;
@@ -431,12 +436,17 @@ Result<std::shared_ptr<const algo::Schedule>> cfxComm::schedule_for(const OpDesc
   auto built = build_schedule(a, tuner, a.channels);
   if (!built.ok()) return Status(built.status()).prepend(std::string(coll_name(op.coll)) + ": ");
   auto sched = std::make_shared<const algo::Schedule>(std::move(built).value());
+  (void)sched->shape();  // derived once, here, before the schedule is shared
   if (cacheable) {
     constexpr size_t kMaxSchedules = 256;  // distinct calls a job repeats; beyond, start over
     if (schedules_.size() >= kMaxSchedules) schedules_.clear();
     schedules_.emplace(key, sched);
   }
-  return sched;
+  // An AlltoAllv's key (not cacheable) names its collective, which no
+  // cacheable call's key does: the memo never hands it to another call.
+  last_key_ = key;
+  last_schedule_ = std::move(sched);
+  return last_schedule_.get();
 }
 
 bool cfxComm::one_sided_to_all() const {
@@ -448,7 +458,7 @@ bool cfxComm::one_sided_to_all() const {
 }
 
 Status cfxComm::run_collective(const OpDesc& op) {
-  std::shared_ptr<const algo::Schedule> built = op.schedule;
+  const algo::Schedule* built = op.schedule.get();
   bool registered_buffers = false;
   if (built == nullptr) {
     CFX_ASSIGN_OR_RETURN(built, choose_schedule(op, &registered_buffers));
@@ -471,8 +481,15 @@ Status cfxComm::run_collective(const OpDesc& op) {
   ctx.op = op.op;
   ctx.elem_size = datatype_size(op.dtype);
   ctx.epoch = ++epoch_;
-  ctx.send_bytes = op.schedule != nullptr ? op.schedule_send_bytes : buffer_bytes(op, rank_, nranks_, true);
-  ctx.recv_bytes = op.schedule != nullptr ? op.schedule_recv_bytes : buffer_bytes(op, rank_, nranks_, false);
+  // How far peers may reach into this rank's buffers: published only by
+  // one-sided schedules that do not go through the staging areas.
+  const algo::Schedule::Shape& shape = sched.shape();
+  if (shape.one_sided && !shape.uses_staging) {
+    ctx.send_bytes = op.schedule != nullptr ? op.schedule_send_bytes : buffer_bytes(op, rank_, nranks_, true);
+    ctx.recv_bytes = op.schedule != nullptr ? op.schedule_recv_bytes : buffer_bytes(op, rank_, nranks_, false);
+  } else {
+    ctx.send_bytes = ctx.recv_bytes = 0;
+  }
   CFX_TRACE(kColl, "%s: %s, %zu steps", describe(sig).c_str(), sched.algorithm.c_str(), sched.steps.size());
   Status st = execute(sched, ctx, &exec_ws_);
   if (!st.ok()) return st.prepend(describe(sig) + " [" + sched.algorithm + "]: ");
@@ -483,8 +500,8 @@ Status cfxComm::run_collective(const OpDesc& op) {
   return Status::Ok();
 }
 
-Result<std::shared_ptr<const algo::Schedule>> cfxComm::choose_schedule(const OpDesc& op, bool* registered_buffers) {
-  const Config& cfg = config();
+Result<const algo::Schedule*> cfxComm::choose_schedule(const OpDesc& op, bool* registered_buffers) {
+  const Config& cfg = *cfg_;
   if (tuner_ == nullptr && nranks_ > 1 && !agreeing_) CFX_RETURN_IF_ERROR(make_tuner());
   tune::Tuner* tuner = agreeing_ ? nullptr : tuner_.get();
   ScheduleKey key;
@@ -582,7 +599,7 @@ bool cfxComm::registered(const OpDesc& op) const {
   return inside(op.sendbuf, send) && inside(op.recvbuf, recv);
 }
 
-void cfxComm::use_registrations(const std::vector<OpDesc>& ops, int delta) {
+void cfxComm::use_registrations(std::span<const OpDesc> ops, int delta) {
   if (registered_count_.load(std::memory_order_acquire) == 0) return;
   std::lock_guard lock(registrations_mutex_);
   for (const OpDesc& op : ops)

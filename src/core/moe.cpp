@@ -42,9 +42,7 @@ Status run_op(cfxMoe* moe, OpDesc op) {
   cfxComm* comm = moe->comm;
   const int64_t saved = comm->timeout_ms();
   if (moe->config.timeout_ms > 0) comm->set_timeout_ms(moe->config.timeout_ms);
-  std::vector<OpDesc> ops;
-  ops.push_back(std::move(op));
-  Status st = comm->run(std::move(ops));
+  Status st = comm->run(op);
   if (moe->config.timeout_ms > 0) comm->set_timeout_ms(saved);
   return st;
 }
