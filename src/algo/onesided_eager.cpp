@@ -36,10 +36,14 @@ std::vector<int> stage_and_arrive(Schedule& s, const CollArgs& a, size_t stage, 
   return onesided::join(wait_for(s, a, 1), {sig, filled});
 }
 
-// The sources of a reduction of `slice` of every rank's staging area, in rank order.
-std::vector<Source> staged_in_rank_order(const CollArgs& a, const Slice& slice) {
+// The sources of a reduction in rank order: `slice` of every peer's
+// staging area, and this rank's own contribution from `own`, its send
+// buffer, rather than from the staged copy: once it has signalled, its
+// peers read its staging area (for a small call, its flag's cache line),
+// and reading it again costs a fetch of a line a peer now holds.
+std::vector<Source> staged_in_rank_order(const CollArgs& a, const Slice& slice, const Slice& own) {
   std::vector<Source> src;
-  for (int p = 0; p < a.nranks; ++p) src.push_back({p == a.rank ? -1 : p, slice});
+  for (int p = 0; p < a.nranks; ++p) src.push_back(p == a.rank ? Source{-1, own} : Source{p, slice});
   return src;
 }
 
@@ -64,7 +68,7 @@ Schedule eager_allreduce(const CollArgs& a) {
   const size_t bytes = a.count * a.elem;
   if (trivial(s, a, bytes, {kSendBuf, 0, bytes}, {kRecvBuf, 0, bytes})) return s;
   std::vector<int> ready = stage_and_arrive(s, a, bytes);
-  s.reduce_from(staged_in_rank_order(a, {kStaging, 0, bytes}), {kRecvBuf, 0, bytes}, ready);
+  s.reduce_from(staged_in_rank_order(a, {kStaging, 0, bytes}, {kSendBuf, 0, bytes}), {kRecvBuf, 0, bytes}, ready);
   return s;
 }
 
@@ -74,7 +78,8 @@ Schedule eager_reducescatter(const CollArgs& a) {
   const size_t mine = static_cast<size_t>(a.rank) * block;
   if (trivial(s, a, block, {kSendBuf, mine, block}, {kRecvBuf, 0, block})) return s;
   std::vector<int> ready = stage_and_arrive(s, a, block * static_cast<size_t>(a.nranks));
-  s.reduce_from(staged_in_rank_order(a, {kStaging, mine, block}), {kRecvBuf, 0, block}, ready);
+  s.reduce_from(staged_in_rank_order(a, {kStaging, mine, block}, {kSendBuf, mine, block}), {kRecvBuf, 0, block},
+                ready);
   return s;
 }
 
@@ -83,7 +88,8 @@ Schedule eager_reduce(const CollArgs& a) {
   const size_t bytes = a.count * a.elem;
   if (trivial(s, a, bytes, {kSendBuf, 0, bytes}, {kRecvBuf, 0, bytes})) return s;
   std::vector<int> ready = stage_and_arrive(s, a, bytes);
-  if (a.rank == a.root) s.reduce_from(staged_in_rank_order(a, {kStaging, 0, bytes}), {kRecvBuf, 0, bytes}, ready);
+  if (a.rank == a.root)
+    s.reduce_from(staged_in_rank_order(a, {kStaging, 0, bytes}, {kSendBuf, 0, bytes}), {kRecvBuf, 0, bytes}, ready);
   return s;
 }
 
@@ -145,7 +151,7 @@ Schedule eager_alltoall(const CollArgs& a) {
   for (int p = 0; p < a.nranks; ++p) {
     Slice to{kRecvBuf, static_cast<size_t>(p) * block, block};
     if (p == a.rank)
-      s.copy({kStaging, mine, block}, to, ready);
+      s.copy({kSendBuf, mine, block}, to, ready);  // in place, the same bytes: nothing to move
     else
       s.read(p, {kStaging, mine, block}, to, ready);
   }

@@ -91,8 +91,8 @@ struct cfxComm {
   conflux::Status run_locked(std::span<const conflux::OpDesc> ops);
   // Before a collective: every link's liveness check, at most every 100 ms.
   conflux::Status check_peers_between_calls();
-  std::chrono::steady_clock::time_point next_peer_check_{};
-  std::vector<std::chrono::steady_clock::time_point> peer_gone_since_;  // by peer; {} while alive
+  std::chrono::nanoseconds next_peer_check_{};         // CLOCK_MONOTONIC_COARSE
+  std::vector<std::chrono::nanoseconds> peer_gone_since_;  // by peer; 0 while alive
   conflux::Status run_collective(const conflux::OpDesc& op);
   // The tuner's schedule for op (from the cache when it was built before).
   // It stays valid until the next call of choose_schedule.
@@ -126,6 +126,10 @@ struct cfxComm {
   std::vector<std::unique_ptr<conflux::Transport>> transports_;
   conflux::LinkTable links_;
   std::vector<conflux::Link*> link_ptrs_;
+  // Where check_notices() looks (Link::notice_check): words that turn
+  // nonzero with a notice, and links to ask.
+  std::vector<std::pair<const std::atomic<uint32_t>*, conflux::Link*>> notice_words_;
+  std::vector<conflux::Link*> notice_links_;
   int tcp_channels_ = 1;
   std::vector<std::vector<conflux::Link*>> channel_link_ptrs_;
   conflux::ShmWaiter* waiter_ = nullptr;          // where waits on shared memory sleep; null without shm peers
@@ -166,6 +170,23 @@ struct cfxComm {
   std::shared_ptr<const conflux::algo::Schedule> last_schedule_;
   conflux::Result<const conflux::algo::Schedule*> schedule_for(const conflux::OpDesc& op, conflux::tune::Tuner* tuner,
                                                                const ScheduleKey& key);
+  // The last collective's arguments, for which last_schedule_ was chosen
+  // and call_ctx_ bound (with the tuner's generation, + 1 when it chose, and
+  // the registrations' generation then).
+  struct LastCall {
+    bool valid = false;
+    conflux::Coll coll = conflux::Coll::kAllReduce;
+    size_t count = 0;
+    cfxDataType_t dtype = cfxFloat32;
+    cfxRedOp_t redop = cfxSum;
+    int root = 0;
+    const void* sendbuf = nullptr;
+    const void* recvbuf = nullptr;
+    uint64_t tuner_generation = 0, registrations = 0;
+    bool registered = false;
+    bool repeats(const conflux::OpDesc& op, uint64_t tuner_now, uint64_t registrations_now) const;
+  };
+  LastCall last_call_;
   std::unique_ptr<conflux::tune::Tuner> tuner_;
   bool agreeing_ = false;  // running the tuner's own agreement call (no tuner for it)
 
@@ -177,6 +198,7 @@ struct cfxComm {
   mutable std::mutex registrations_mutex_;
   std::vector<std::unique_ptr<Registration>> registrations_;
   std::atomic<size_t> registered_count_{0};  // calls skip the lock while there are none
+  std::atomic<uint64_t> registrations_generation_{0};  // changes with every registration and deregistration
   // Counts op's registrations as used (delta +1) or no longer (-1).
   void use_registrations(std::span<const conflux::OpDesc> ops, int delta);
 

@@ -181,6 +181,13 @@ Status cfxComm::connect_peers(const RankInfo& mine) {
     for (int p = 0; p < nranks_; ++p) row[p] = links_.at(static_cast<int>(c), p).get();
     channel_link_ptrs_.push_back(std::move(row));
   }
+  for (auto& row : links_.by_channel)
+    for (auto& link : row) {
+      if (link == nullptr) continue;
+      const Link::NoticeCheck check = link->notice_check();
+      if (check.word != nullptr) notice_words_.emplace_back(check.word, link.get());
+      else if (check.call) notice_links_.push_back(link.get());
+    }
   return Status::Ok();
 }
 

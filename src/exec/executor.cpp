@@ -544,7 +544,7 @@ Status Run::go_in_order() {
     CFX_RETURN_IF_ERROR(check_waits(&progressed));
     if (!progressed) CFX_CPU_RELAX();
   }
-  CFX_RETURN_IF_ERROR(drive(static_cast<size_t>(i)));
+  if (!waits_.empty()) CFX_RETURN_IF_ERROR(drive(static_cast<size_t>(i)));
   bool transfers = false;
   for (int k = i; k < n; ++k) transfers |= sched_.steps[k].kind == StepKind::kRead || sched_.steps[k].kind == StepKind::kWrite;
   if (!transfers) {

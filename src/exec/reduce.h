@@ -18,8 +18,9 @@ namespace conflux {
 // the end (finalize_avg).
 ReduceFn reduce_fn(cfxDataType_t type, cfxRedOp_t op);   // nullptr for an invalid type/op
 // Reduces `nsrc` inputs (nsrc >= 1) into dst in one pass: dst[i] = srcs[0][i] op srcs[1][i] op ...
-// (left to right; used by shared-memory collectives that read all peers' slices at once; dst may
-// alias srcs[0]). For fp16/bf16 the accumulation happens in float and rounds once at the end.
+// (left to right; used by shared-memory collectives that read all peers' slices at once). dst may
+// be any of the sources at the same address: every block is read from all sources before it is
+// written. For fp16/bf16 the accumulation happens in float and rounds once at the end.
 void reduce_many(void* dst, const void* const* srcs, int nsrc, size_t count, cfxDataType_t type, cfxRedOp_t op);
 // Divides each element by n after an Avg reduced by Sum (integers: truncating division as NCCL;
 // fp16/bf16 through float, round to nearest even).

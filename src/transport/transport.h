@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <atomic>
 #include <string>
 
 namespace conflux {
@@ -65,6 +66,16 @@ class Link {
   // Only whether the peer sent a failure notice (no liveness check: a peer
   // that finished and exited is no failure). For waits outside the executor.
   virtual Status check_notice() { return Status::Ok(); }
+  // How a caller between operations learns of a notice: a word in this
+  // process's memory that turns nonzero when one came (check_notice() then
+  // reads it), or, with no word, whether check_notice() must be called
+  // (false: notices are read only while waiting, as TCP reads them off the
+  // socket).
+  struct NoticeCheck {
+    const std::atomic<uint32_t>* word = nullptr;
+    bool call = false;
+  };
+  virtual NoticeCheck notice_check() const { return {}; }
   // Tells the peer, best effort and without waiting for it, that this rank's
   // communicator failed and why. The peer's check_peer() then fails with
   // that reason, so an error only one side can see (a mismatch found by a

@@ -68,6 +68,65 @@ TEST(Api, BadArgumentsAreRefusedAndLeaveTheCommunicatorUsable) {
   EXPECT_EQ(summarize(run_ranks(3, body, quick())), "");
 }
 
+// A loop repeats one call, and the communicator reuses that call's schedule
+// and bound buffers without choosing them again. Any other call between two
+// repeats (another collective, a dynamic AlltoAllv, buffers registered or
+// deregistered) must not leave the repeat running on that call's buffers.
+TEST(Api, ARepeatedCallRunsOnItsOwnBuffersAfterOtherCalls) {
+  auto body = [](cfxComm_t comm, int rank, int n) -> std::string {
+    std::string e;
+    constexpr size_t kCount = 6;
+    std::vector<float> a(kCount), r(kCount), other(kCount), other_out(kCount);
+    auto repeat = [&](int round) {
+      for (size_t i = 0; i < kCount; ++i) a[i] = static_cast<float>(rank * 100 + round * 10 + static_cast<int>(i));
+      e += expect_code(cfxAllReduce(a.data(), r.data(), kCount, cfxFloat32, cfxSum, comm), cfxSuccess, "repeat", comm);
+      for (size_t i = 0; i < kCount; ++i) {
+        const float want = static_cast<float>(100 * n * (n - 1) / 2 + n * (round * 10 + static_cast<int>(i)));
+        if (r[i] != want) {
+          e += "round " + std::to_string(round) + ": element " + std::to_string(i) + " is " + std::to_string(r[i]) +
+               ", expected " + std::to_string(want) + "\n";
+          break;
+        }
+      }
+    };
+    repeat(0);
+    repeat(1);
+    // Another AllReduce of the same count and type on other buffers.
+    std::fill(other.begin(), other.end(), 1.0f);
+    e += expect_code(cfxAllReduce(other.data(), other_out.data(), kCount, cfxFloat32, cfxSum, comm), cfxSuccess,
+                     "other buffers", comm);
+    if (other_out[0] != static_cast<float>(n)) e += "the call on other buffers gave a wrong result\n";
+    repeat(2);
+    // A dynamic AlltoAllv: its stages run as collectives of their own.
+    std::vector<size_t> counts(n, 1), displs(n), rcounts(n), rdispls(n);
+    std::iota(displs.begin(), displs.end(), size_t{0});
+    std::vector<float> send(n, static_cast<float>(rank)), recv(n, -1.0f);
+    e += expect_code(cfxAlltoAllvDynamic(send.data(), counts.data(), displs.data(), recv.data(), n, rcounts.data(),
+                                         rdispls.data(), cfxFloat32, comm),
+                     cfxSuccess, "dynamic alltoallv", comm);
+    repeat(3);
+    // The repeated call's own buffers registered, then deregistered.
+    void* mem = nullptr;
+    e += expect_code(cfxMemAlloc(&mem, 2 * kCount * sizeof(float)), cfxSuccess, "cfxMemAlloc", comm);
+    if (mem == nullptr) return e;
+    auto* shared = static_cast<float*>(mem);
+    void* handle = nullptr;
+    for (int round = 4; round < 7; ++round) {
+      if (round == 5) e += expect_code(cfxCommRegister(comm, mem, 2 * kCount * sizeof(float), &handle), cfxSuccess, "register", comm);
+      if (round == 6) e += expect_code(cfxCommDeregister(comm, handle), cfxSuccess, "deregister", comm);
+      for (size_t i = 0; i < kCount; ++i) shared[i] = static_cast<float>(rank + round);
+      e += expect_code(cfxAllReduce(shared, shared + kCount, kCount, cfxFloat32, cfxSum, comm), cfxSuccess,
+                       "shared buffers", comm);
+      if (shared[kCount] != static_cast<float>(n * (n - 1) / 2 + n * round))
+        e += "round " + std::to_string(round) + " on shared buffers gave " + std::to_string(shared[kCount]) + "\n";
+      repeat(round);
+    }
+    cfxMemFree(mem);
+    return e;
+  };
+  for (int n : {2, 3}) EXPECT_EQ(summarize(run_ranks(n, body, quick())), "") << n << " ranks";
+}
+
 TEST(Api, InitRejectsBadArguments) {
   cfxComm_t comm = nullptr;
   cfxUniqueId id{};

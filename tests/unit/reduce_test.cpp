@@ -211,8 +211,10 @@ TEST_P(ReduceKernelTest, ManyMatchesLeftToRightReference) {
     for (cfxRedOp_t op : kOps) {
       for (int nsrc = 2; nsrc <= 8; ++nsrc) {
         for (size_t n : kLengths) {
-          for (bool in_place : {false, true}) {
-            SCOPED_TRACE(testing::Message() << "op=" << op << " nsrc=" << nsrc << " n=" << n << " in_place=" << in_place);
+          // dst separate (-1), or at the same address as the first, a middle or the last source (a
+          // rank's own contribution can be any of them): every block is read before it is written.
+          for (int alias : {-1, 0, nsrc / 2, nsrc - 1}) {
+            SCOPED_TRACE(testing::Message() << "op=" << op << " nsrc=" << nsrc << " n=" << n << " dst is source " << alias);
             std::vector<std::vector<S>> inputs;
             std::vector<const void*> srcs;
             for (int k = 0; k < nsrc; ++k) inputs.push_back(random_values<T>(n + 4, rng));
@@ -226,7 +228,7 @@ TEST_P(ReduceKernelTest, ManyMatchesLeftToRightReference) {
               want[i] = Ref<T>::narrow(acc);
             }
             std::vector<S> out(n + 4);
-            S* dst = in_place ? const_cast<S*>(static_cast<const S*>(srcs[0])) : out.data() + 1;
+            S* dst = alias >= 0 ? const_cast<S*>(static_cast<const S*>(srcs[alias])) : out.data() + 1;
             kernels_->many[type_][op](dst, srcs.data(), nsrc, n);
             for (size_t i = 0; i < n; ++i)
               ASSERT_TRUE(same<T>(dst[i], want[i])) << "element " << i << " got " << +dst[i] << " want " << +want[i];

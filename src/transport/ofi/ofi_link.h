@@ -51,6 +51,7 @@ class OfiLink final : public Link {
   Status progress_recv(RecvOp& op, bool* progressed) override;
   Status check_peer() override;
   Status check_notice() override;
+  NoticeCheck notice_check() const override { return {nullptr, true}; }
   void send_notice(cfxResult_t code, const std::string& why) override;
   void quiesce() override;
   // The shared CQ's wait descriptor, after fi_trywait (-1: poll again first).

@@ -98,6 +98,8 @@ Status ShmLink::check_notice() {
   return Status::Ok();
 }
 
+Link::NoticeCheck ShmLink::notice_check() const { return {&mine_.notice(peer_).posted, false}; }
+
 Status ShmLink::check_peer() {
   CFX_RETURN_IF_ERROR(check_notice());
   bool dead = false;

@@ -23,6 +23,7 @@ class ShmLink final : public Link {
   Status progress_recv(RecvOp& op, bool* progressed) override;
   Status check_peer() override;
   Status check_notice() override;
+  NoticeCheck notice_check() const override;
   void send_notice(cfxResult_t code, const std::string& why) override;
 
  private:
