@@ -40,7 +40,8 @@ struct ClusterFlags {
     app.add_option("--intra-lat", intra_lat, "Intra-host latency, us (default: calibrated)");
     app.add_option("--net-bw", net_bw, "Network bandwidth per host NIC, GB/s (default: calibrated)");
     app.add_option("--net-lat", net_lat, "Network latency, us (default: calibrated)");
-    app.add_flag("--tcp-local", tcp_local, "Ranks of one host talk over loopback TCP (CONFLUX_TRANSPORT=tcp)");
+    app.add_flag("--tcp-local", tcp_local,
+                 "Ranks of one host talk over loopback TCP (the default with CONFLUX_TRANSPORT=tcp)");
     app.add_option("--cores-per-host", cores_per_host,
                    "Cores a host gives its ranks (default: one per rank); fewer makes message overheads queue");
     app.add_option("--machine-cores", machine_cores,
@@ -77,7 +78,9 @@ struct ClusterFlags {
     if (rph <= 0) rph = ranks > 0 ? (ranks + hosts - 1) / std::max(1, hosts) : 8;
     m.ranks_per_host = std::max(1, rph);
     m.nranks = ranks > 0 ? ranks : std::max(1, hosts) * m.ranks_per_host;
-    m.same_host_tcp = tcp_local;
+    // As the communicator does: CONFLUX_TRANSPORT=tcp puts a host's ranks on loopback TCP.
+    const bool tcp = tcp_local || config().transport == conflux::TransportChoice::kTcp;
+    m.same_host_tcp = tcp;
     m.cores_per_host = cores_per_host;
     m.machine_cores = machine_cores;
     m.machine_net_gbps = machine_net_bw;
@@ -85,7 +88,7 @@ struct ClusterFlags {
     tune::Constants c;
     if (!all_given) c = tune::machine_constants();
     c.apply_to(&m);
-    LinkParams& local = m.link[static_cast<int>(tcp_local ? PathClass::kTcpLocal : PathClass::kShm)];
+    LinkParams& local = m.link[static_cast<int>(tcp ? PathClass::kTcpLocal : PathClass::kShm)];
     if (intra_bw > 0) local.gbps = intra_bw;
     if (intra_lat >= 0) local.lat_us = intra_lat;
     LinkParams& net = m.link[static_cast<int>(PathClass::kNet)];
@@ -95,7 +98,7 @@ struct ClusterFlags {
     if (call_overhead >= 0) m.call_us = call_overhead;
     if (switch_cost >= 0) m.switch_us = switch_cost;
     if (all_given) m.reduce_gbps = m.copy_gbps = 0;  // a fully specified model is pure alpha-beta
-    m.one_sided = !tcp_local && !no_one_sided && config().shm_collectives;
+    m.one_sided = !tcp && !no_one_sided && config().shm_collectives;
     m.reads_peer_buffers = m.one_sided;
     m.staging_bytes = m.one_sided ? config().shm_staging_bytes : 0;
     if (source) *source = all_given ? "flags" : "calibration (" + c.source + ") with flag overrides";
