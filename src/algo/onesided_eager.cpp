@@ -43,6 +43,7 @@ std::vector<int> stage_and_arrive(Schedule& s, const CollArgs& a, size_t stage, 
 // and reading it again costs a fetch of a line a peer now holds.
 std::vector<Source> staged_in_rank_order(const CollArgs& a, const Slice& slice, const Slice& own) {
   std::vector<Source> src;
+  src.reserve(static_cast<size_t>(a.nranks));
   for (int p = 0; p < a.nranks; ++p) src.push_back(p == a.rank ? Source{-1, own} : Source{p, slice});
   return src;
 }

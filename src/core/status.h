@@ -5,7 +5,6 @@
 
 #include <conflux/conflux.h>
 
-#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -16,19 +15,29 @@ namespace conflux {
 class [[nodiscard]] Status {
  public:
   Status() = default;
-  Status(cfxResult_t code, std::string message)
-      : code_(code), message_(message.empty() ? nullptr : std::make_unique<std::string>(std::move(message))) {}
+  Status(cfxResult_t code, std::string message) : code_(code) {
+    if (!message.empty()) message_ = new std::string(std::move(message));
+  }
   Status(const Status& other) : code_(other.code_), message_(copy(other.message_)) {}
   Status& operator=(const Status& other) {
     if (this != &other) {
+      std::string* m = copy(other.message_);
+      delete message_;
+      message_ = m;
       code_ = other.code_;
-      message_ = copy(other.message_);
     }
     return *this;
   }
-  Status(Status&&) noexcept = default;
-  Status& operator=(Status&&) noexcept = default;
-  ~Status() = default;
+  Status(Status&& other) noexcept : code_(other.code_), message_(std::exchange(other.message_, nullptr)) {}
+  Status& operator=(Status&& other) noexcept {
+    if (this != &other) {
+      delete message_;
+      message_ = std::exchange(other.message_, nullptr);
+      code_ = other.code_;
+    }
+    return *this;
+  }
+  ~Status() { delete message_; }
 
   static Status Ok() { return {}; }
   bool ok() const { return code_ == cfxSuccess; }
@@ -44,21 +53,19 @@ class [[nodiscard]] Status {
   // every time, so hot paths prepend only after checking ok().
   Status& prepend(std::string_view context) {
     if (ok()) return *this;
-    if (message_ == nullptr) message_ = std::make_unique<std::string>();
+    if (message_ == nullptr) message_ = new std::string();
     message_->insert(0, context);
     return *this;
   }
 
  private:
-  static std::unique_ptr<std::string> copy(const std::unique_ptr<std::string>& m) {
-    return m != nullptr ? std::make_unique<std::string>(*m) : nullptr;
-  }
+  static std::string* copy(const std::string* m) { return m != nullptr ? new std::string(*m) : nullptr; }
   cfxResult_t code_ = cfxSuccess;
   // The message lives on the heap, and only where there is one: a
   // successful Status is a code and a null pointer, which every layer
   // returns and moves at the cost of two words (the per-call path of the
-  // smallest collectives returns a Status from a dozen functions).
-  std::unique_ptr<std::string> message_;
+  // smallest collectives returns a Status from a dozen functions). Owned.
+  std::string* message_ = nullptr;
 };
 
 Status invalid_argument(std::string message);

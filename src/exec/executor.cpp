@@ -29,6 +29,7 @@ constexpr auto kYieldEvery = std::chrono::microseconds(2);
 // Polls of the flags an in-order schedule waits on before its general wait
 // loop: about a microsecond (each poll includes a pause).
 constexpr int kQuickPolls = 32;
+constexpr const char* kNoPeerMemory = "a one-sided schedule on a communicator without shared memory";
 
 
 using algo::runs_at_once;
@@ -230,6 +231,7 @@ Status Run::run_local(int i) {
       return Status::Ok();
     case StepKind::kReduceFrom: return run_reduce_from(step).prepend("one-sided reduction: ");
     case StepKind::kSignal:
+      if (ctx_.peer_memory == nullptr) return internal_error(kNoPeerMemory);
       if (signals_ == kMaxSignalsPerCall) return internal_error("a schedule signals more than 255 times in one call");
       ctx_.peer_memory->signal(++signals_);
       return Status::Ok();
@@ -238,6 +240,7 @@ Status Run::run_local(int i) {
 }
 
 Status Run::check_waits(bool* progressed) {
+  if (ctx_.peer_memory == nullptr) return internal_error(kNoPeerMemory);
   for (size_t k = 0; k < waits_.size();) {
     const int i = waits_[k];
     const Step& step = sched_.steps[i];
@@ -263,7 +266,7 @@ Status Run::check_waits(bool* progressed) {
 }
 
 Status Run::start_one_sided() {
-  if (ctx_.peer_memory == nullptr) return internal_error("a one-sided schedule on a communicator without shared memory");
+  if (ctx_.peer_memory == nullptr) return internal_error(kNoPeerMemory);
   for (int peer : shape_.one_sided_peers)
     if (!ctx_.peer_memory->reaches(peer))
       return internal_error("one-sided step names rank " + std::to_string(peer) + ", which is not on this host");
@@ -310,6 +313,7 @@ Status Run::run_transfers(int first) {
     pieces_.push_back(to_peer ? PeerMemory::Piece{s.dst.offset, ptr(s.src), s.src.bytes}
                               : PeerMemory::Piece{s.src.offset, ptr(s.dst), s.dst.bytes});
   }
+  if (ctx_.peer_memory == nullptr) return internal_error(kNoPeerMemory);
   Status st = ctx_.peer_memory->transfer(f.peer, remote_buf(f), to_peer, pieces_.data(), pieces_.size());
   if (!st.ok())
     return st.prepend(std::string("one-sided ") + (to_peer ? "write to" : "read from") + " rank " +
