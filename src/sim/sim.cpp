@@ -381,12 +381,13 @@ Status Sim::run(SimResult* out) {
     if (s_.kind[i] == uint8_t(StepKind::kSend)) sends_.push({0.0, uint32_t(i)});
     else work_.push_back(uint32_t(i));
   }
-  // Ports: per representative rank a local egress and ingress, per host a NIC egress and ingress.
+  // Ports: per representative rank one for its messages inside its host,
+  // both directions (its core copies them), per host a NIC egress and ingress.
   const int nhosts = m_.nhosts();
-  port_free_.assign(2 * size_t(reps_) + 2 * size_t(nhosts), 0.0);
+  port_free_.assign(size_t(reps_) + 2 * size_t(nhosts), 0.0);
   port_bytes_.assign(port_free_.size(), 0.0);
-  auto local_port = [&](int rep, bool in) { return 2 * size_t(rep) + (in ? 1 : 0); };
-  auto nic_port = [&](int host, bool in) { return 2 * size_t(reps_) + 2 * size_t(host) + (in ? 1 : 0); };
+  auto local_port = [&](int rep) { return size_t(rep); };
+  auto nic_port = [&](int host, bool in) { return size_t(reps_) + 2 * size_t(host) + (in ? 1 : 0); };
   // Oversubscribed hosts: a pool of cores per host that per-message
   // overheads take in turn (earliest free core first).
   // Emulated hosts on one machine: one pool for everybody.
@@ -469,8 +470,13 @@ Status Sim::run(SimResult* out) {
       out_port = nic_port(m_.host_of(src), false);
       in_port = nic_port(m_.host_of(dst_rep), true);
     } else {
-      out_port = local_port(src, false);
-      in_port = local_port(dst_rep, true);
+      // Between the ranks of a host a rank's own core copies what it sends
+      // (into a peer's slots, or a loopback socket) and what it receives:
+      // sending and receiving at once share that core (a two-way exchange
+      // runs at half a one-way stream's rate, where both cores copy at
+      // once), so a rank has one port for both directions.
+      out_port = local_port(src);
+      in_port = local_port(dst_rep);
     }
     // LogP's overhead: half of alpha is the sender's work per message and
     // holds its port (a rank posting many messages serialises them), the
@@ -484,9 +490,10 @@ Status Sim::run(SimResult* out) {
     double start = std::max(t, port_free_[out_port]);
     // Between the ranks of a host the sender itself copies a message into
     // the slots (or the loopback socket): with more ranks than cores that
-    // copy, half of the message's transfer, takes a core too.
+    // copy, the message's wire time (the receiver's copy runs beside it),
+    // takes a core too.
     if (cpu_bound) {
-      const double work = overhead + (pc == PathClass::kNet ? 0.0 : wire / 2);
+      const double work = overhead + (pc == PathClass::kNet ? 0.0 : wire);
       start = on_cpu(m_.host_of(src), start, work) - work;
     }
     double dur = wire + lp.lat_us * m_.overhead_share;
@@ -534,9 +541,9 @@ Status Sim::run(SimResult* out) {
   for (size_t p = 0; p < port_bytes_.size(); ++p)
     if (port_bytes_[p] > port_bytes_[best]) best = p;
   out->bottleneck_bytes = port_bytes_.empty() ? 0 : port_bytes_[best] / calls;
-  const size_t rank_ports = 2 * size_t(reps_);
+  const size_t rank_ports = size_t(reps_);
   if (best < rank_ports)
-    out->bottleneck = "rank " + std::to_string(best / 2) + (best % 2 ? " ingress" : " egress");
+    out->bottleneck = "rank " + std::to_string(best) + " sent+received";
   else
     out->bottleneck = "host " + std::to_string((best - rank_ports) / 2) + " NIC" + ((best - rank_ports) % 2 ? " ingress" : " egress");
   return Status::Ok();

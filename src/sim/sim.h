@@ -2,8 +2,9 @@
 // schedule (the one the executor would run) is built, compacted to what
 // timing needs, and played: a send starts when its dependencies and the
 // previous send to the same peer are done and its ports are free (FIFO per
-// port: a rank's shm/loopback egress and ingress, a host's NIC egress and
-// ingress), lasts bytes/bandwidth and arrives latency later; the matching
+// port: a rank's core, which copies what it sends and receives inside its
+// host over shm or loopback TCP; a host's NIC egress and ingress), lasts
+// bytes/bandwidth and arrives latency later; the matching
 // receive (k-th send <-> k-th receive on a directed pair, as the executor
 // matches them) completes when its data has arrived and its own
 // dependencies are done.
@@ -45,7 +46,7 @@ struct SimResult {
   size_t messages = 0;           // per call
   int critical_hops = 0;         // messages on the first call's longest dependency chain (the "steps" of alpha)
   double bottleneck_bytes = 0;   // bytes per call through the busiest port
-  std::string bottleneck;        // which port, e.g. "host 3 NIC egress"
+  std::string bottleneck;        // which port, e.g. "host 3 NIC egress", "rank 0 sent+received"
   size_t chunk_bytes = 0;        // chunk size actually simulated (after coarsening)
   bool symmetric = false;        // period mode used
 };

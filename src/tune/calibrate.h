@@ -1,9 +1,9 @@
 // Machine constants for the cost model, measured on this host at first use
 // and cached per host identity:
-//   shm   latency: a cache-line ping-pong between two threads (futex-free
-//         spin, the floor of a shm hand-off) plus the measured cost of one
-//         executor-style poll round; bandwidth: memcpy / 2 (a shm message is
-//         copied in and out of a shared slot)
+//   shm   latency: the flag hand-off below; bandwidth: a 1 MiB message
+//         streamed one way through a ring of slots between two cores (the
+//         sender's copy in and the receiver's copy out run at once; a rank
+//         that sends and receives does both on its core, see sim.cpp)
 //   tcp   loopback ping-pong, polled as the executor polls (latency), and
 //         a 16 MiB stream (bandwidth), the two threads on two cores
 //   net   the tcp numbers (no peer host to measure against at first use);
