@@ -60,6 +60,10 @@ struct ClusterModel {
   bool reads_peer_buffers = false;
   size_t staging_bytes = 0;
   double flag_us = 0.3;
+  // Bytes a shared-memory slot ring carries per piece (0: cut-through). A
+  // message through slots is store-and-forward per piece: the receiver
+  // copies a piece out only after the sender has copied all of it in.
+  size_t shm_piece_bytes = 0;
   double cma_us = 1.5;
   double cma_gbps = 4.0;
   double call_us = 0;         // fixed cost of one collective call (entering the executor, its set-up)

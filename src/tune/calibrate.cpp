@@ -477,6 +477,7 @@ void Constants::apply_to(sim::ClusterModel* m) const {
   m->switch_us = switch_us;
   m->copy_gbps = copy_gbps;
   m->flag_us = flag_us;
+  m->shm_piece_bytes = config().shm_slot_bytes;
   m->cma_us = cma_us;
   m->cma_gbps = cma_gbps;
   // CONFLUX_TUNE_OVERHEAD: the share of alpha that is per-message work on

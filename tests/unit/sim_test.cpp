@@ -341,6 +341,56 @@ TEST(SimTest, ARankSendingAndReceivingOverSharedMemoryDoesBothCopiesOnItsCore) {
   EXPECT_NEAR(simulate(m, a2a, algo::pairwise_alltoall, one)->time_us, 1000, 1);
 }
 
+TEST(SimTest, AMessageThroughSlotsTakesOnePieceLongerThanItsStream) {
+  // The receiver copies a piece out of the slots only once the sender has
+  // copied all of it in. 2 ranks, 1 GB/s, no latency, 100 KB pieces (100 us
+  // to copy one).
+  ClusterModel m;
+  m.nranks = 2;
+  m.ranks_per_host = 2;
+  m.link[static_cast<int>(PathClass::kShm)] = {0.0, 1.0};
+  m.shm_piece_bytes = 100000;
+  SimOptions one;
+  one.calls = 1;
+  algo::CollArgs bcast = allreduce(40000);
+  bcast.coll = Coll::kBroadcast;
+  // A message of less than a piece: copied in, then copied out.
+  EXPECT_NEAR(simulate(m, bcast, algo::chain_broadcast, one)->time_us, 80, 1);
+  // A longer one streams; only its last piece waits for the sender.
+  bcast = allreduce(1000000);
+  bcast.coll = Coll::kBroadcast;
+  EXPECT_NEAR(simulate(m, bcast, algo::chain_broadcast, one)->time_us, 1100, 1);
+  // A two-way exchange is bound by each rank's own two copies; its last
+  // piece is copied out after it was copied in.
+  algo::CollArgs a2a = allreduce(2000000);
+  a2a.coll = Coll::kAlltoAll;
+  a2a.count = 2000000 / 4 / 2;
+  EXPECT_NEAR(simulate(m, a2a, algo::pairwise_alltoall, one)->time_us, 2100, 1);
+  // Between hosts the network carries the message, not the slots.
+  m.ranks_per_host = 1;
+  m.link[static_cast<int>(PathClass::kNet)] = {0.0, 1.0};
+  EXPECT_NEAR(simulate(m, bcast, algo::chain_broadcast, one)->time_us, 1000, 1);
+}
+
+TEST(SimTest, ARanksLocalCopyRunsOnItsCoreBetweenItsMessageCopies) {
+  // An out-of-place AllGather on 2 ranks copies the rank's own block into
+  // its output and exchanges a block with its peer: one core does all
+  // three copies, so they add up. 1 MB blocks, 1 GB/s slots and memcpy.
+  ClusterModel m;
+  m.nranks = 2;
+  m.ranks_per_host = 2;
+  m.link[static_cast<int>(PathClass::kShm)] = {0.0, 1.0};
+  m.copy_gbps = 1.0;
+  SimOptions one;
+  one.calls = 1;
+  algo::CollArgs ag = allreduce(1000000);
+  ag.coll = Coll::kAllGather;
+  ag.in_place = false;
+  EXPECT_NEAR(simulate(m, ag, algo::ring_allgather, one)->time_us, 3000, 1);
+  ag.in_place = true;  // nothing to copy locally
+  EXPECT_NEAR(simulate(m, ag, algo::ring_allgather, one)->time_us, 2000, 1);
+}
+
 TEST(SimTest, MeasuredCurveReplacesBytesOverBandwidth) {
   // A link whose 2 KiB messages cost a step more than 1 KiB ones (a second
   // TCP segment), as the network probe measures it.
