@@ -22,6 +22,15 @@ ClusterModel flat(int n, double lat_us, double gbps) {
   return m;
 }
 
+// n ranks on one host, talking through shared-memory slots.
+ClusterModel one_host(int n, double lat_us, double gbps) {
+  ClusterModel m;
+  m.nranks = n;
+  m.ranks_per_host = n;
+  m.link[static_cast<int>(PathClass::kShm)] = {lat_us, gbps};
+  return m;
+}
+
 algo::CollArgs allreduce(size_t bytes) {
   algo::CollArgs a;
   a.coll = Coll::kAllReduce;
@@ -322,10 +331,7 @@ TEST(SimTest, ARankSendingAndReceivingOverSharedMemoryDoesBothCopiesOnItsCore) {
   // Measured through slot rings between two cores: a one-way stream runs at
   // the rate both cores copy at, a two-way exchange at half of it per
   // direction. 2 ranks, 1 MB at 1 GB/s (1000 us a copy), no latency.
-  ClusterModel m;
-  m.nranks = 2;
-  m.ranks_per_host = 2;
-  m.link[static_cast<int>(PathClass::kShm)] = {0.0, 1.0};
+  ClusterModel m = one_host(2, 0.0, 1.0);
   algo::CollArgs bcast = allreduce(1000000);
   bcast.coll = Coll::kBroadcast;
   SimOptions one;
@@ -345,10 +351,7 @@ TEST(SimTest, AMessageThroughSlotsTakesOnePieceLongerThanItsStream) {
   // The receiver copies a piece out of the slots only once the sender has
   // copied all of it in. 2 ranks, 1 GB/s, no latency, 100 KB pieces (100 us
   // to copy one).
-  ClusterModel m;
-  m.nranks = 2;
-  m.ranks_per_host = 2;
-  m.link[static_cast<int>(PathClass::kShm)] = {0.0, 1.0};
+  ClusterModel m = one_host(2, 0.0, 1.0);
   m.shm_piece_bytes = 100000;
   SimOptions one;
   one.calls = 1;
@@ -376,10 +379,7 @@ TEST(SimTest, ARanksLocalCopyRunsOnItsCoreBetweenItsMessageCopies) {
   // An out-of-place AllGather on 2 ranks copies the rank's own block into
   // its output and exchanges a block with its peer: one core does all
   // three copies, so they add up. 1 MB blocks, 1 GB/s slots and memcpy.
-  ClusterModel m;
-  m.nranks = 2;
-  m.ranks_per_host = 2;
-  m.link[static_cast<int>(PathClass::kShm)] = {0.0, 1.0};
+  ClusterModel m = one_host(2, 0.0, 1.0);
   m.copy_gbps = 1.0;
   SimOptions one;
   one.calls = 1;

@@ -227,17 +227,20 @@ size_t TcpLink::take_ahead(uint8_t* dst, size_t want) {
   return n;
 }
 
+ssize_t TcpLink::read_into(uint8_t* dst, size_t want) {
+  const ssize_t n = ::recv(socket_.fd(), dst, want, MSG_DONTWAIT);
+  if (n > 0) last_heard_ = Clock::now();
+  return n;
+}
+
 ssize_t TcpLink::read_ahead() {
   if (ahead_pos_ > 0) {  // keep the unread tail at the front
     std::memmove(ahead_.data(), ahead_.data() + ahead_pos_, ahead());
     ahead_end_ -= ahead_pos_;
     ahead_pos_ = 0;
   }
-  ssize_t n = ::recv(socket_.fd(), ahead_.data() + ahead_end_, ahead_.size() - ahead_end_, MSG_DONTWAIT);
-  if (n > 0) {
-    ahead_end_ += static_cast<size_t>(n);
-    last_heard_ = Clock::now();
-  }
+  const ssize_t n = read_into(ahead_.data() + ahead_end_, ahead_.size() - ahead_end_);
+  if (n > 0) ahead_end_ += static_cast<size_t>(n);
   return n;
 }
 
@@ -311,12 +314,9 @@ Status TcpLink::progress_recv(RecvOp& op, bool* progressed) {
         if (sizeof(Header) + op.bytes <= ahead_.size()) {
           n = read_ahead();
         } else {
-          n = ::recv(socket_.fd(), reinterpret_cast<uint8_t*>(&recv_header_) + recv_header_done_,
-                     sizeof(Header) - recv_header_done_, MSG_DONTWAIT);
-          if (n > 0) {
-            recv_header_done_ += static_cast<size_t>(n);
-            last_heard_ = Clock::now();
-          }
+          n = read_into(reinterpret_cast<uint8_t*>(&recv_header_) + recv_header_done_,
+                        sizeof(Header) - recv_header_done_);
+          if (n > 0) recv_header_done_ += static_cast<size_t>(n);
         }
         if (n > 0) continue;
         if (n < 0 && errno == EINTR) continue;
@@ -351,13 +351,12 @@ Status TcpLink::progress_recv(RecvOp& op, bool* progressed) {
     ssize_t n;
     if (ahead() > 0) {
       n = static_cast<ssize_t>(take_ahead(into, want));
-    } else if (want < ahead_.size() && op.bytes - op.done - bounce_fill_ < ahead_.size()) {
+    } else if (op.bytes - op.done - bounce_fill_ < ahead_.size()) {
       // The frame's last few bytes: read them with what follows.
       n = read_ahead();
       if (n > 0) continue;
     } else {
-      n = ::recv(socket_.fd(), into, want, MSG_DONTWAIT);
-      if (n > 0) last_heard_ = Clock::now();
+      n = read_into(into, want);
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::Ok();

@@ -60,8 +60,9 @@ class TcpLink final : public Link {
   // Read-ahead: bytes received but not yet consumed are [ahead_pos_, ahead_end_).
   size_t ahead() const { return ahead_end_ - ahead_pos_; }
   size_t take_ahead(uint8_t* dst, size_t want);
-  // One nonblocking recv into the read-ahead buffer: its result (0: the peer
-  // closed; -1 with errno).
+  // One nonblocking recv (into dst, or into the read-ahead buffer): its
+  // result (0: the peer closed; -1 with errno); data marks the peer heard.
+  ssize_t read_into(uint8_t* dst, size_t want);
   ssize_t read_ahead();
 
   std::mutex send_mu_;  // progress_send vs the heartbeat thread
