@@ -8,7 +8,9 @@ listed in conflux_cannot_run.txt with the reason.
 Three runs of run_suite.py over the whole DistributedTest._DistTestBase
 class (about 280 tests; a minute each on two cores with fork):
   1. BACKEND=gloo, the reference;
-  2. BACKEND=conflux;
+  2. BACKEND=conflux, at the same time as 1 (a test spends most of its
+     quarter second in the runner's polling sleeps, so the two runs share
+     two cores without slowing each other much);
   3. the tests that passed in 1 but skipped themselves in 2 because torch
      restricts them to gloo by backend name, again with conflux as the
      process group but the suite imported as for gloo (run_suite.py --as).
@@ -23,16 +25,22 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run_suite(args, backend, out, extra=()):
+_print_lock = threading.Lock()
+
+
+def run_suite(args, backend, out, extra=(), tag=""):
+    """One run_suite.py run; its per-test lines are shown prefixed by tag."""
     cmd = [sys.executable, os.path.join(HERE, "run_suite.py"), "--backend", backend,
            "--world-size", str(args.world_size), "--start-method", args.start_method,
            "--results", out, *extra]
-    print("==", " ".join(cmd[1:]), flush=True)
+    with _print_lock:
+        print("==", " ".join(cmd[1:]), flush=True)
     # The suite's own logging (INFO lines per process, tracebacks of the
     # failures it expects) goes to a log file; the per-test lines are shown.
     log = out[:-5] + ".log"
@@ -41,12 +49,33 @@ def run_suite(args, backend, out, extra=()):
         for line in proc.stdout:
             f.write(line)
             if re.match(r"^(pass|fail|error|skip|xfail) ", line) or " tests in " in line or line.startswith("torch "):
-                sys.stdout.write(line)
+                with _print_lock:
+                    sys.stdout.write(tag + line)
+                    sys.stdout.flush()
         rc = proc.wait()
     if rc != 0 or not os.path.exists(out):
-        sys.exit(f"run_suite.py for {backend} failed (exit {rc}); log: {log}")
+        raise RuntimeError(f"run_suite.py for {backend} failed (exit {rc}); log: {log}")
     with open(out) as f:
         return json.load(f)
+
+
+def run_suites_together(args, runs):
+    """run_suite for each (backend, out) at once; their results in order."""
+    results, errors = [None] * len(runs), []
+
+    def one(i, backend, out):
+        try:
+            results[i] = run_suite(args, backend, out, tag=f"[{backend}] ")
+        except Exception as e:  # noqa: BLE001 - reported below, after both finish
+            errors.append(str(e))
+    threads = [threading.Thread(target=one, args=(i, *r)) for i, r in enumerate(runs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        sys.exit("; ".join(errors))
+    return results
 
 
 def load_cannot_run(path, torch_major):
@@ -78,16 +107,19 @@ def main():
     os.makedirs(out, exist_ok=True)
     t0 = time.monotonic()
 
-    gloo = run_suite(args, "gloo", os.path.join(out, "gloo.json"))
+    gloo, cfx = run_suites_together(args, [("gloo", os.path.join(out, "gloo.json")),
+                                           ("conflux", os.path.join(out, "conflux.json"))])
     torch_version = gloo["torch"]
     torch_major = int(torch_version.split(".")[0])
-    cfx = run_suite(args, "conflux", os.path.join(out, "conflux.json"))
     g, c = gloo["tests"], cfx["tests"]
     gated = sorted(n for n in g if g[n]["status"] == "pass" and c.get(n, {}).get("status") == "skip")
     as_gloo = {}
     if gated:
-        as_gloo = run_suite(args, "conflux", os.path.join(out, "conflux_as_gloo.json"),
-                            ["--as", "gloo", "--tests", *gated])["tests"]
+        try:
+            as_gloo = run_suite(args, "conflux", os.path.join(out, "conflux_as_gloo.json"),
+                                ["--as", "gloo", "--tests", *gated])["tests"]
+        except RuntimeError as e:
+            sys.exit(str(e))
 
     cannot = load_cannot_run(args.cannot_run, torch_major)
     problems = []
