@@ -391,6 +391,24 @@ TEST(SimTest, ARanksLocalCopyRunsOnItsCoreBetweenItsMessageCopies) {
   EXPECT_NEAR(simulate(m, ag, algo::ring_allgather, one)->time_us, 2000, 1);
 }
 
+TEST(SimTest, ALoopbackMessageHoldsItsSendersCoreForAllOfAlpha) {
+  // Over loopback TCP the sender's system call delivers the message into
+  // the peer's socket: nothing is in flight, so back-to-back Broadcasts from
+  // one root cost a whole alpha each; through shared memory half of alpha
+  // is flight and overlaps the next call. 2 ranks, 10 us alpha, 64 B.
+  ClusterModel m = one_host(2, 10.0, 1e6);
+  m.link[static_cast<int>(PathClass::kTcpLocal)] = {10.0, 1e6};
+  algo::CollArgs a = allreduce(64);
+  a.coll = Coll::kBroadcast;
+  SimOptions one, loop;
+  loop.calls = 20;
+  EXPECT_NEAR(simulate(m, a, algo::chain_broadcast, one)->time_us, 10, 0.1);
+  EXPECT_NEAR(simulate(m, a, algo::chain_broadcast, loop)->time_us, 5, 0.1);
+  m.same_host_tcp = true;
+  EXPECT_NEAR(simulate(m, a, algo::chain_broadcast, one)->time_us, 10, 0.1) << "a lone message still costs alpha";
+  EXPECT_NEAR(simulate(m, a, algo::chain_broadcast, loop)->time_us, 10, 0.1);
+}
+
 TEST(SimTest, MeasuredCurveReplacesBytesOverBandwidth) {
   // A link whose 2 KiB messages cost a step more than 1 KiB ones (a second
   // TCP segment), as the network probe measures it.
