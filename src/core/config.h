@@ -56,7 +56,7 @@ struct Config {
   std::string tune_cache_dir;     // CONFLUX_TUNE_CACHE, else $XDG_CACHE_HOME/conflux, else ~/.cache/conflux; "" off
   std::string tune_table;         // CONFLUX_TUNE_TABLE: the measured table's file; "" default, "off" none
   std::string tune_net;           // CONFLUX_TUNE_NET="lat_us,GB/s": the network's constants
-  double tune_overhead = -1;      // CONFLUX_TUNE_OVERHEAD: sender's share of alpha (0..1); -1 the model's
+  double tune_overhead = -1;      // CONFLUX_TUNE_OVERHEAD: sender's share of alpha (0..1; shm and network); -1 the model's
   std::string topo_file;          // CONFLUX_TOPO_FILE: NCCL topology XML fused with discovery
   std::string reduce_isa;         // CONFLUX_REDUCE_ISA=generic|avx2 (empty: best available)
 };

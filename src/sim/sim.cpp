@@ -485,7 +485,8 @@ Status Sim::run(SimResult* out) {
     }
     // LogP's overhead: half of alpha is the sender's work per message and
     // holds its port (a rank posting many messages serialises them), the
-    // other half is flight time. A lone message still costs alpha + S/B.
+    // other half is flight time (over loopback TCP all of it is the
+    // sender's work, below). A lone message still costs alpha + S/B.
     // The egress port serialises the sender's messages; the ingress port
     // then takes the bytes when it is free (cut-through: a message waits for
     // a busy receiver, not for both ports to be idle at once, which would
@@ -496,7 +497,7 @@ Status Sim::run(SimResult* out) {
     // the sender's core), so all of alpha is the sender's work and holds its
     // port. Priced at half, a 2-rank stream of 64 B Broadcasts read 2.9 us a
     // call against 5.6 measured, and every small loopback call about 0.4x.
-    const double send_share = pc == PathClass::kTcpLocal ? 1.0 : m_.overhead_share;
+    const double send_share = pc == PathClass::kTcpLocal ? m_.loopback_send_share : m_.overhead_share;
     const double send_work = lp.lat_us * send_share;
     const double overhead = lp.lat_us * m_.overhead_share;  // the receiver's, where it waits for a core
     double start = std::max(t, port_free_[out_port]);

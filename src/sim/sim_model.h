@@ -68,6 +68,11 @@ struct ClusterModel {
   double cma_gbps = 4.0;
   double call_us = 0;         // fixed cost of one collective call (entering the executor, its set-up)
   double overhead_share = 0.5;  // share of alpha that is per-message sender work (serialises a rank's sends)
+  // The same share for loopback TCP between ranks of one host: all of alpha,
+  // since the sender's system call also runs the receive path and nothing
+  // is in flight (its receiver still pays alpha x overhead_share of core
+  // time for its own recv where cores are short).
+  double loopback_send_share = 1.0;
   // Cores each host gives its ranks; 0 = at least one per rank. With fewer
   // cores than ranks, every message's sender and receiver overhead (alpha x
   // overhead_share each) must get one of the host's cores in turn.

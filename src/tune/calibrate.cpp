@@ -481,7 +481,8 @@ void Constants::apply_to(sim::ClusterModel* m) const {
   m->cma_us = cma_us;
   m->cma_gbps = cma_gbps;
   // CONFLUX_TUNE_OVERHEAD: the share of alpha that is per-message work on
-  // the sending rank (0..1), for experiments with the model.
+  // the sending rank (0..1) for shared-memory and network messages, for
+  // experiments with the model (loopback TCP's is all of alpha).
   if (config().tune_overhead >= 0) m->overhead_share = config().tune_overhead;
 }
 

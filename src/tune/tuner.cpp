@@ -37,6 +37,7 @@ Result<sim::SimResult> predict(const Candidate& c, const algo::CollArgs& args, c
     equal_blocks = true;
     padded = m;
     padded.overhead_share = 0;
+    padded.loopback_send_share = 0;
     model = &padded;
   }
   if (c.host_rotation_symmetric && identity_ring && equal_blocks && m.host.empty()) opt.period = m.ranks_per_host;

@@ -67,7 +67,7 @@ def run_suites_together(args, runs):
         try:
             results[i] = run_suite(args, backend, out, tag=f"[{backend}] ")
         except Exception as e:  # noqa: BLE001 - reported below, after both finish
-            errors.append(str(e))
+            errors.append(f"{backend}: {type(e).__name__}: {e}")
     threads = [threading.Thread(target=one, args=(i, *r)) for i, r in enumerate(runs)]
     for t in threads:
         t.start()
