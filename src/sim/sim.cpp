@@ -65,6 +65,13 @@ double LinkParams::wire_us(double bytes) const {
   return std::max(0.0, curve.back().us - base) + (bytes - curve.back().bytes) / (gbps * 1e3);
 }
 
+double ClusterModel::kernel_copy_us(double bytes, double call_bytes) const {
+  if (cma_cached_gbps <= 0 || call_bytes <= 0) return cma_us + bytes / (cma_gbps * 1e3);
+  const double cached = std::min(call_bytes, cma_cached_bytes);
+  const double bytes_us = cached / (cma_cached_gbps * 1e3) + (call_bytes - cached) / (cma_gbps * 1e3);
+  return cma_us + bytes * bytes_us / call_bytes;
+}
+
 int ClusterModel::nhosts() const {
   if (host.empty()) return (nranks + ranks_per_host - 1) / ranks_per_host;
   return host.empty() ? 1 : *std::max_element(host.begin(), host.end()) + 1;
@@ -86,9 +93,14 @@ std::string ClusterModel::describe() const {
     d += buf;
   }
   if (one_sided) {
-    std::snprintf(buf, sizeof buf, ", copy %.2fGB/s, flag %.2fus, cma %.2fus %.2fGB/s%s", copy_gbps, flag_us, cma_us,
-                  cma_gbps, reads_peer_buffers ? "" : " (refused)");
+    std::snprintf(buf, sizeof buf, ", copy %.2fGB/s, flag %.2fus, cma %.2fus %.2fGB/s", copy_gbps, flag_us, cma_us,
+                  cma_gbps);
     d += buf;
+    if (cma_cached_gbps > 0) {
+      std::snprintf(buf, sizeof buf, " (first %.0f KiB %.2fGB/s)", cma_cached_bytes / 1024, cma_cached_gbps);
+      d += buf;
+    }
+    if (!reads_peer_buffers) d += " (refused)";
   }
   if (!params(PathClass::kNet).curve.empty()) d += ", net curve " + format_curve(params(PathClass::kNet).curve);
   return d;
@@ -214,6 +226,7 @@ class Sim {
   std::vector<uint32_t> work_;
   std::vector<double> core_free_;  // by representative: when its one-sided copies are done
   std::vector<double> awake_until_;  // by representative: when it last woke from a wait (ranks > cores)
+  std::vector<double> kernel_call_bytes_;  // by representative: what one call copies through the kernel
   size_t finished_ = 0;
 };
 
@@ -229,6 +242,7 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
   };
   std::vector<Wait> waits;
   std::vector<uint32_t> signals_per_call(static_cast<size_t>(reps_), 0);
+  kernel_call_bytes_.assign(size_t(reps_), 0.0);
   for (int r = 0; r < reps_; ++r) {
     algo::CollArgs a = args;
     a.rank = r;
@@ -245,8 +259,12 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
           const algo::Source& src = sch.sources[st.src_begin + k];
           if (src.peer >= 0 && src.slice.buf != algo::kStaging && !a.registered) ++kernel;
         }
-        s_.add(st.kind, r, st.peer, st.kind == StepKind::kSend ? st.src.bytes : st.dst.bytes,
-               remote.buf == algo::kStaging || a.registered ? 1 : 0, static_cast<uint16_t>(st.src_count), kernel);
+        const bool mapped = remote.buf == algo::kStaging || a.registered;
+        s_.add(st.kind, r, st.peer, st.kind == StepKind::kSend ? st.src.bytes : st.dst.bytes, mapped ? 1 : 0,
+               static_cast<uint16_t>(st.src_count), kernel);
+        if (call == 0 && (st.kind == StepKind::kRead || st.kind == StepKind::kWrite) && !mapped)
+          kernel_call_bytes_[size_t(r)] += double(st.dst.bytes);
+        if (call == 0 && st.kind == StepKind::kReduceFrom) kernel_call_bytes_[size_t(r)] += double(kernel) * st.dst.bytes;
         first_call_.push_back(call == 0 ? 1 : 0);
         if (st.kind == StepKind::kSignal) signals[size_t(r)].push_back(id);
         if (st.kind == StepKind::kWait) waits.push_back({id, rep_of(st.peer), st.count, call});
@@ -429,7 +447,7 @@ Status Sim::run(SimResult* out) {
         // sources and writes once, as a pairwise kernel reads two and writes one.
         const double bytes = double(s_.bytes[i]);
         const double copy = m_.copy_gbps > 0 ? bytes / (m_.copy_gbps * 1e3) : 0;
-        const double kernel = m_.cma_us + bytes / (m_.cma_gbps * 1e3);
+        const double kernel = m_.kernel_copy_us(bytes, kernel_call_bytes_[size_t(s_.owner[i])]);
         if (kind == StepKind::kReduceFrom) {
           const double reduce = m_.reduce_gbps > 0 ? bytes * (s_.nsrc[i] + 1) / 3.0 / (m_.reduce_gbps * 1e3) : 0;
           cost = reduce + s_.kernel_srcs[i] * kernel;

@@ -409,6 +409,37 @@ TEST(SimTest, ALoopbackMessageHoldsItsSendersCoreForAllOfAlpha) {
   EXPECT_NEAR(simulate(m, a, algo::chain_broadcast, loop)->time_us, 10, 0.1);
 }
 
+TEST(SimTest, ACallsFirstKernelCopiedBytesRunAtTheCachedRate) {
+  ClusterModel m;
+  m.cma_us = 2;
+  m.cma_gbps = 4;  // 4000 bytes a us
+  EXPECT_DOUBLE_EQ(m.kernel_copy_us(8000, 8000), 2 + 2) << "without a cached rate: one rate";
+  m.cma_cached_bytes = 16000;
+  m.cma_cached_gbps = 8;
+  EXPECT_DOUBLE_EQ(m.kernel_copy_us(8000, 8000), 2 + 1) << "a call that stays in the caches";
+  EXPECT_DOUBLE_EQ(m.kernel_copy_us(16000, 16000), 2 + 2);
+  // A call of 48000 bytes: 16000 at 8 GB/s, 32000 at 4 (10 us in all),
+  // shared by its pieces in proportion.
+  EXPECT_DOUBLE_EQ(m.kernel_copy_us(48000, 48000), 2 + 10);
+  EXPECT_DOUBLE_EQ(m.kernel_copy_us(12000, 48000), 2 + 2.5);
+
+  // A 2-rank direct AllGather of heap buffers reads the peer's 2 MiB block
+  // through the kernel in 128 KiB pieces: the block's first MiB runs at the
+  // cached rate, whichever pieces carry it.
+  ClusterModel host = one_host_one_sided(2, 64 << 10, 0.1, 1e6);
+  host.reads_peer_buffers = true;
+  host.cma_us = 2;
+  host.cma_gbps = 4;
+  algo::CollArgs a = allreduce(4 << 20);
+  a.coll = Coll::kAllGather;
+  a.count /= 2;
+  const double one_rate = simulate(host, a, algo::direct_allgather)->time_us;
+  host.cma_cached_bytes = 1 << 20;
+  host.cma_cached_gbps = 8;
+  const double two_rates = simulate(host, a, algo::direct_allgather)->time_us;
+  EXPECT_NEAR(one_rate - two_rates, double(1 << 20) / 4e3 - double(1 << 20) / 8e3, 1.0);
+}
+
 TEST(SimTest, MeasuredCurveReplacesBytesOverBandwidth) {
   // A link whose 2 KiB messages cost a step more than 1 KiB ones (a second
   // TCP segment), as the network probe measures it.
