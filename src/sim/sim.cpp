@@ -65,11 +65,25 @@ double LinkParams::wire_us(double bytes) const {
   return std::max(0.0, curve.back().us - base) + (bytes - curve.back().bytes) / (gbps * 1e3);
 }
 
+namespace {
+// `bytes` of the `call_bytes` a rank copies in one call, the first `cached`
+// of which run at `cached_gbps` (0: all at `gbps`): its share of the call's
+// time.
+double share_of_call_us(double bytes, double call_bytes, double cached, double cached_gbps, double gbps) {
+  if (cached_gbps <= 0 || call_bytes <= 0) return bytes / (gbps * 1e3);
+  const double in_cache = std::min(call_bytes, cached);
+  const double call_us = in_cache / (cached_gbps * 1e3) + (call_bytes - in_cache) / (gbps * 1e3);
+  return bytes * call_us / call_bytes;
+}
+}  // namespace
+
+double ClusterModel::local_copy_us(double bytes, double call_bytes) const {
+  if (copy_gbps <= 0) return 0;
+  return share_of_call_us(bytes, call_bytes, call_cached_bytes, copy_cached_gbps, copy_gbps);
+}
+
 double ClusterModel::kernel_copy_us(double bytes, double call_bytes) const {
-  if (cma_cached_gbps <= 0 || call_bytes <= 0) return cma_us + bytes / (cma_gbps * 1e3);
-  const double cached = std::min(call_bytes, cma_cached_bytes);
-  const double bytes_us = cached / (cma_cached_gbps * 1e3) + (call_bytes - cached) / (cma_gbps * 1e3);
-  return cma_us + bytes * bytes_us / call_bytes;
+  return cma_us + share_of_call_us(bytes, call_bytes, call_cached_bytes, cma_cached_gbps, cma_gbps);
 }
 
 int ClusterModel::nhosts() const {
@@ -93,11 +107,16 @@ std::string ClusterModel::describe() const {
     d += buf;
   }
   if (one_sided) {
-    std::snprintf(buf, sizeof buf, ", copy %.2fGB/s, flag %.2fus, cma %.2fus %.2fGB/s", copy_gbps, flag_us, cma_us,
-                  cma_gbps);
+    std::snprintf(buf, sizeof buf, ", copy %.2fGB/s", copy_gbps);
+    d += buf;
+    if (copy_cached_gbps > 0) {
+      std::snprintf(buf, sizeof buf, " (first %.0f KiB %.2fGB/s)", call_cached_bytes / 1024, copy_cached_gbps);
+      d += buf;
+    }
+    std::snprintf(buf, sizeof buf, ", flag %.2fus, cma %.2fus %.2fGB/s", flag_us, cma_us, cma_gbps);
     d += buf;
     if (cma_cached_gbps > 0) {
-      std::snprintf(buf, sizeof buf, " (first %.0f KiB %.2fGB/s)", cma_cached_bytes / 1024, cma_cached_gbps);
+      std::snprintf(buf, sizeof buf, " (first %.0f KiB %.2fGB/s)", call_cached_bytes / 1024, cma_cached_gbps);
       d += buf;
     }
     if (!reads_peer_buffers) d += " (refused)";
@@ -227,6 +246,7 @@ class Sim {
   std::vector<double> core_free_;  // by representative: when its one-sided copies are done
   std::vector<double> awake_until_;  // by representative: when it last woke from a wait (ranks > cores)
   std::vector<double> kernel_call_bytes_;  // by representative: what one call copies through the kernel
+  std::vector<double> local_call_bytes_;   // by representative: what one call copies locally
   size_t finished_ = 0;
 };
 
@@ -243,6 +263,7 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
   std::vector<Wait> waits;
   std::vector<uint32_t> signals_per_call(static_cast<size_t>(reps_), 0);
   kernel_call_bytes_.assign(size_t(reps_), 0.0);
+  local_call_bytes_.assign(size_t(reps_), 0.0);
   for (int r = 0; r < reps_; ++r) {
     algo::CollArgs a = args;
     a.rank = r;
@@ -265,6 +286,7 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
         if (call == 0 && (st.kind == StepKind::kRead || st.kind == StepKind::kWrite) && !mapped)
           kernel_call_bytes_[size_t(r)] += double(st.dst.bytes);
         if (call == 0 && st.kind == StepKind::kReduceFrom) kernel_call_bytes_[size_t(r)] += double(kernel) * st.dst.bytes;
+        if (call == 0 && st.kind == StepKind::kCopy) local_call_bytes_[size_t(r)] += double(st.dst.bytes);
         first_call_.push_back(call == 0 ? 1 : 0);
         if (st.kind == StepKind::kSignal) signals[size_t(r)].push_back(id);
         if (st.kind == StepKind::kWait) waits.push_back({id, rep_of(st.peer), st.count, call});
@@ -428,7 +450,7 @@ Status Sim::run(SimResult* out) {
       double cost = 0;
       auto kind = StepKind(s_.kind[i]);
       if (kind == StepKind::kRecvReduce && m_.reduce_gbps > 0) cost = double(s_.bytes[i]) / (m_.reduce_gbps * 1e3);
-      if (kind == StepKind::kCopy && m_.copy_gbps > 0) cost = double(s_.bytes[i]) / (m_.copy_gbps * 1e3);
+      if (kind == StepKind::kCopy) cost = m_.local_copy_us(double(s_.bytes[i]), local_call_bytes_[size_t(s_.owner[i])]);
       if (kind == StepKind::kCopy && cost > 0) {
         // The rank's own core makes its local copies between the copies it
         // makes of its messages inside the host (its port), not beside them.

@@ -66,15 +66,19 @@ struct ClusterModel {
   size_t shm_piece_bytes = 0;
   double cma_us = 1.5;
   double cma_gbps = 4.0;
-  // Of the bytes a rank copies through the kernel in one call, the first
-  // cma_cached_bytes run at cma_cached_gbps (0: at cma_gbps), the rest at
-  // cma_gbps. Ranks read each other's freshly written buffers at the same
-  // time: a call that stays in the caches moves its bytes faster than a
-  // large one (256 KiB at about 12 GB/s here, the next megabytes at about 9).
-  double cma_cached_bytes = 256 << 10;
+  // A call's first call_cached_bytes of each kind of copy a rank makes
+  // stay in the caches and run at their own rate (0: at the large one):
+  // its local copies at copy_cached_gbps (a 256 KiB memcpy runs at about
+  // 110 GB/s here, an 8 MiB one at 45), its kernel copies at
+  // cma_cached_gbps (ranks read each other's fresh buffers at once: 256 KiB
+  // at about 12 GB/s, the next megabytes at about 9).
+  double call_cached_bytes = 256 << 10;
+  double copy_cached_gbps = 0;
   double cma_cached_gbps = 0;
-  // One process_vm_readv/writev of `bytes`, the call's cost and its bytes'
-  // share of the `call_bytes` its rank copies through the kernel in the call.
+  // A local copy of `bytes`, one process_vm_readv/writev of `bytes` (the
+  // call's cost and its bytes): each its share of the `call_bytes` of its
+  // kind that its rank copies in the call.
+  double local_copy_us(double bytes, double call_bytes) const;
   double kernel_copy_us(double bytes, double call_bytes) const;
   double call_us = 0;         // fixed cost of one collective call (entering the executor, its set-up)
   double overhead_share = 0.5;  // share of alpha that is per-message sender work (serialises a rank's sends)

@@ -43,8 +43,9 @@ double best_of(int reps, F f) {
   return best;
 }
 
-double measure_memcpy_gbps() {
-  const size_t n = 8 << 20;
+// memcpy of `n` bytes, best of a few: 8 MiB leaves the caches, 256 KiB
+// (a call's first bytes, see sim::ClusterModel::call_cached_bytes) stays.
+double measure_memcpy_gbps(size_t n) {
   std::vector<char> a(n, 1), b(n, 2);
   double us = best_of(5, [&] {
     auto t0 = Clock::now();
@@ -459,7 +460,8 @@ void apply_net_override(Constants* c) {
 namespace {
 // How the constants are measured; a cache written by another method is
 // measured again. Method 4 times process_vm_readv as two cores exchanging
-// freshly written buffers (method 3 read the reader's own cached buffer);
+// freshly written buffers (method 3 read the reader's own cached buffer)
+// and adds the rates of a call's first 256 KiB;
 // method 3 took a same-host message's bandwidth from a slot stream between
 // two cores (method 2 took half a memcpy's); method 2 timed the flag
 // hand-off on two pinned cores (method 1 on whatever cores a bound rank
@@ -471,7 +473,7 @@ std::string Constants::to_text() const {
   std::ostringstream o;
   o << "method " << kCalibrationMethod << "\nshm_lat_us " << shm.lat_us << "\nshm_gbps " << shm.gbps << "\ntcp_lat_us " << tcp.lat_us << "\ntcp_gbps "
     << tcp.gbps << "\nnet_lat_us " << net.lat_us << "\nnet_gbps " << net.gbps << "\nreduce_gbps " << reduce_gbps
-    << "\nswitch_us " << switch_us << "\ncopy_gbps " << copy_gbps << "\nflag_us " << flag_us << "\ncma_us " << cma_us
+    << "\nswitch_us " << switch_us << "\ncopy_gbps " << copy_gbps << "\ncopy_cached_gbps " << copy_cached_gbps << "\nflag_us " << flag_us << "\ncma_us " << cma_us
     << "\ncma_gbps " << cma_gbps << "\ncma_cached_gbps " << cma_cached_gbps << "\n";
   return o.str();
 }
@@ -484,7 +486,8 @@ bool Constants::from_text(const std::string& text, Constants* out) {
   Constants c;
   bool current = false;
   while (in >> key >> v) {
-    if (!(v > 0) && !((key == "switch_us" || key == "cma_cached_gbps") && v == 0)) return false;
+    const bool may_be_zero = key == "switch_us" || key == "cma_cached_gbps" || key == "copy_cached_gbps";
+    if (!(v > 0) && !(may_be_zero && v == 0)) return false;
     if (key == "method") current = v == kCalibrationMethod;
     else if (key == "shm_lat_us") c.shm.lat_us = v, ++seen;
     else if (key == "shm_gbps") c.shm.gbps = v, ++seen;
@@ -495,12 +498,13 @@ bool Constants::from_text(const std::string& text, Constants* out) {
     else if (key == "reduce_gbps") c.reduce_gbps = v, ++seen;
     else if (key == "switch_us") c.switch_us = v, ++seen;
     else if (key == "copy_gbps") c.copy_gbps = v, ++seen;
+    else if (key == "copy_cached_gbps") c.copy_cached_gbps = v, ++seen;
     else if (key == "flag_us") c.flag_us = v, ++seen;
     else if (key == "cma_us") c.cma_us = v, ++seen;
     else if (key == "cma_gbps") c.cma_gbps = v, ++seen;
     else if (key == "cma_cached_gbps") c.cma_cached_gbps = v, ++seen;
   }
-  if (seen != 13 || !current) return false;  // a cache from an older version: measure again
+  if (seen != 14 || !current) return false;  // a cache from an older version: measure again
   *out = c;
   return true;
 }
@@ -513,6 +517,7 @@ void Constants::apply_to(sim::ClusterModel* m) const {
   m->call_us = call_us;
   m->switch_us = switch_us;
   m->copy_gbps = copy_gbps;
+  m->copy_cached_gbps = copy_cached_gbps;
   m->flag_us = flag_us;
   m->shm_piece_bytes = config().shm_slot_bytes;
   m->cma_us = cma_us;
@@ -526,7 +531,8 @@ void Constants::apply_to(sim::ClusterModel* m) const {
 
 Constants measure_constants() {
   Constants c;
-  double memcpy_gbps = measure_memcpy_gbps();
+  double memcpy_gbps = measure_memcpy_gbps(8 << 20);
+  c.copy_cached_gbps = measure_memcpy_gbps(256 << 10);
   c.flag_us = std::max(0.02, measure_thread_handoff_us());
   c.shm = {std::max(0.05, c.flag_us), measure_slot_stream_gbps()};
   c.copy_gbps = memcpy_gbps;

@@ -32,10 +32,11 @@ struct Constants {
   double reduce_gbps = 4.0;
   double switch_us = 0;  // a context switch on one core (0: unknown)
   double copy_gbps = 10.0;  // memcpy of buffers larger than the caches
+  double copy_cached_gbps = 0;  // memcpy of a call's first 256 KiB, in the caches (0: at copy_gbps)
   double flag_us = 0.3;     // a flag store seen by a spinning thread on another core
   double cma_us = 1.5;      // one process_vm_readv call of a small piece
-  double cma_gbps = 4.0;    // process_vm_readv of large pieces, past the first cma_cached_bytes
-  double cma_cached_gbps = 0;  // the first 256 KiB of a piece (0: at cma_gbps)
+  double cma_gbps = 4.0;    // process_vm_readv of a call's bytes past its first 256 KiB
+  double cma_cached_gbps = 0;  // process_vm_readv of a call's first 256 KiB (0: at cma_gbps)
   double call_us = 0;  // a collective call's fixed cost (the network probe's; not cached)
   std::string source = "defaults";  // "measured", "cache <path>", "defaults"
 

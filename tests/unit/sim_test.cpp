@@ -409,12 +409,12 @@ TEST(SimTest, ALoopbackMessageHoldsItsSendersCoreForAllOfAlpha) {
   EXPECT_NEAR(simulate(m, a, algo::chain_broadcast, loop)->time_us, 10, 0.1);
 }
 
-TEST(SimTest, ACallsFirstKernelCopiedBytesRunAtTheCachedRate) {
+TEST(SimTest, ACallsFirstCopiedBytesRunAtTheCachedRate) {
   ClusterModel m;
   m.cma_us = 2;
   m.cma_gbps = 4;  // 4000 bytes a us
   EXPECT_DOUBLE_EQ(m.kernel_copy_us(8000, 8000), 2 + 2) << "without a cached rate: one rate";
-  m.cma_cached_bytes = 16000;
+  m.call_cached_bytes = 16000;
   m.cma_cached_gbps = 8;
   EXPECT_DOUBLE_EQ(m.kernel_copy_us(8000, 8000), 2 + 1) << "a call that stays in the caches";
   EXPECT_DOUBLE_EQ(m.kernel_copy_us(16000, 16000), 2 + 2);
@@ -422,6 +422,14 @@ TEST(SimTest, ACallsFirstKernelCopiedBytesRunAtTheCachedRate) {
   // shared by its pieces in proportion.
   EXPECT_DOUBLE_EQ(m.kernel_copy_us(48000, 48000), 2 + 10);
   EXPECT_DOUBLE_EQ(m.kernel_copy_us(12000, 48000), 2 + 2.5);
+  // Local copies the same way, at their own rates and with no call cost.
+  m.copy_gbps = 2;
+  EXPECT_DOUBLE_EQ(m.local_copy_us(8000, 8000), 4) << "without a cached rate: one rate";
+  m.copy_cached_gbps = 16;
+  EXPECT_DOUBLE_EQ(m.local_copy_us(8000, 8000), 0.5);
+  EXPECT_DOUBLE_EQ(m.local_copy_us(48000, 48000), 1 + 16);
+  m.copy_gbps = 0;
+  EXPECT_DOUBLE_EQ(m.local_copy_us(8000, 8000), 0) << "copies are free where copy_gbps is 0";
 
   // A 2-rank direct AllGather of heap buffers reads the peer's 2 MiB block
   // through the kernel in 128 KiB pieces: the block's first MiB runs at the
@@ -434,7 +442,7 @@ TEST(SimTest, ACallsFirstKernelCopiedBytesRunAtTheCachedRate) {
   a.coll = Coll::kAllGather;
   a.count /= 2;
   const double one_rate = simulate(host, a, algo::direct_allgather)->time_us;
-  host.cma_cached_bytes = 1 << 20;
+  host.call_cached_bytes = 1 << 20;
   host.cma_cached_gbps = 8;
   const double two_rates = simulate(host, a, algo::direct_allgather)->time_us;
   EXPECT_NEAR(one_rate - two_rates, double(1 << 20) / 4e3 - double(1 << 20) / 8e3, 1.0);

@@ -295,6 +295,7 @@ TEST(CalibrateTest, TextRoundTripAndCache) {
   c.cma_us = 1.75;
   c.cma_gbps = 3.5;
   c.cma_cached_gbps = 6.5;
+  c.copy_cached_gbps = 90;
   Constants back;
   ASSERT_TRUE(Constants::from_text(c.to_text(), &back));
   EXPECT_DOUBLE_EQ(back.shm.gbps, 7);
@@ -306,6 +307,8 @@ TEST(CalibrateTest, TextRoundTripAndCache) {
   EXPECT_DOUBLE_EQ(back.cma_cached_gbps, 6.5);
   EXPECT_DOUBLE_EQ(from_array(to_array(c), "t").cma_gbps, 3.5);
   EXPECT_DOUBLE_EQ(from_array(to_array(c), "t").cma_cached_gbps, 6.5);
+  EXPECT_DOUBLE_EQ(back.copy_cached_gbps, 90);
+  EXPECT_DOUBLE_EQ(from_array(to_array(c), "t").copy_cached_gbps, 90);
   c.net = {7, 9};
   const ConstantsArray arr = to_array(c);
   EXPECT_DOUBLE_EQ(arr[kNetLatIndex], 7);  // the network probe overwrites these slots
