@@ -20,6 +20,7 @@
 #include <atomic>
 #include <chrono>
 #include <cerrno>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -71,7 +72,7 @@ double measure_reduce_gbps() {
 
 // The median of a few batches' times: a batch the machine interrupted does not count.
 double median_of(std::vector<double> batches) {
-  std::nth_element(batches.begin(), batches.begin() + batches.size() / 2, batches.end());
+  std::nth_element(batches.begin(), batches.begin() + static_cast<std::ptrdiff_t>(batches.size() / 2), batches.end());
   return batches[batches.size() / 2];
 }
 
