@@ -285,7 +285,8 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
                static_cast<uint16_t>(st.src_count), kernel);
         if (call == 0 && (st.kind == StepKind::kRead || st.kind == StepKind::kWrite) && !mapped)
           kernel_call_bytes_[size_t(r)] += double(st.dst.bytes);
-        if (call == 0 && st.kind == StepKind::kReduceFrom) kernel_call_bytes_[size_t(r)] += double(kernel) * double(st.dst.bytes);
+        if (call == 0 && st.kind == StepKind::kReduceFrom)
+          kernel_call_bytes_[size_t(r)] += double(kernel) * double(st.dst.bytes);
         if (call == 0 && st.kind == StepKind::kCopy) local_call_bytes_[size_t(r)] += double(st.dst.bytes);
         first_call_.push_back(call == 0 ? 1 : 0);
         if (st.kind == StepKind::kSignal) signals[size_t(r)].push_back(id);

@@ -205,9 +205,9 @@ double measure_slot_stream_gbps() {
 // The call's cost comes from 4 KiB pieces of this process's own memory (a
 // process may read itself even where ptrace rules keep it from reading
 // others); the bytes' from exchanges of 256 KiB, which stay in the caches,
-// and of 4 MiB. Priced by one rate, a reader's own cached 4 MiB (21 GB/s
-// here against 9-14 for an exchange), 2-rank single-copy calls read
-// 0.55-0.70 of their measured time at 4 MiB.
+// and of 4 MiB. Priced by one rate, that of a reader's own cached 4 MiB
+// (10-13 GB/s here), 2- and 4-rank single-copy calls at 4 MiB read
+// 0.42-0.83 of their measured time.
 void measure_cma(double* us, double* cached_gbps, double* gbps) {
   const size_t big = 4 << 20, cached = 256 << 10, small = 4 << 10;
   std::vector<char> buf[2] = {std::vector<char>(big, 1), std::vector<char>(big, 2)};
@@ -462,11 +462,10 @@ namespace {
 // How the constants are measured; a cache written by another method is
 // measured again. Method 4 times process_vm_readv as two cores exchanging
 // freshly written buffers (method 3 read the reader's own cached buffer)
-// and adds the rates of a call's first 256 KiB;
-// method 3 took a same-host message's bandwidth from a slot stream between
-// two cores (method 2 took half a memcpy's); method 2 timed the flag
-// hand-off on two pinned cores (method 1 on whatever cores a bound rank
-// had, often one).
+// and adds the rates of a call's first 256 KiB. Method 3 took a same-host
+// message's bandwidth from a slot stream between two cores (method 2 took
+// half a memcpy's). Method 2 timed the flag hand-off on two pinned cores
+// (method 1 on whatever cores a bound rank had, often one).
 constexpr double kCalibrationMethod = 4;
 }  // namespace
 
@@ -474,8 +473,9 @@ std::string Constants::to_text() const {
   std::ostringstream o;
   o << "method " << kCalibrationMethod << "\nshm_lat_us " << shm.lat_us << "\nshm_gbps " << shm.gbps << "\ntcp_lat_us " << tcp.lat_us << "\ntcp_gbps "
     << tcp.gbps << "\nnet_lat_us " << net.lat_us << "\nnet_gbps " << net.gbps << "\nreduce_gbps " << reduce_gbps
-    << "\nswitch_us " << switch_us << "\ncopy_gbps " << copy_gbps << "\ncopy_cached_gbps " << copy_cached_gbps << "\nflag_us " << flag_us << "\ncma_us " << cma_us
-    << "\ncma_gbps " << cma_gbps << "\ncma_cached_gbps " << cma_cached_gbps << "\n";
+    << "\nswitch_us " << switch_us << "\ncopy_gbps " << copy_gbps << "\ncopy_cached_gbps " << copy_cached_gbps
+    << "\nflag_us " << flag_us << "\ncma_us " << cma_us << "\ncma_gbps " << cma_gbps << "\ncma_cached_gbps "
+    << cma_cached_gbps << "\n";
   return o.str();
 }
 

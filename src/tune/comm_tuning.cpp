@@ -8,7 +8,8 @@ namespace conflux::tune {
 
 ConstantsArray to_array(const Constants& c) {
   return {c.shm.lat_us, c.shm.gbps, c.tcp.lat_us, c.tcp.gbps, c.net.lat_us, c.net.gbps,
-          c.reduce_gbps, c.switch_us, c.copy_gbps, c.flag_us, c.cma_us, c.cma_gbps, c.cma_cached_gbps, c.copy_cached_gbps};
+          c.reduce_gbps, c.switch_us, c.copy_gbps, c.flag_us, c.cma_us, c.cma_gbps,
+          c.cma_cached_gbps, c.copy_cached_gbps};
 }
 
 Constants from_array(const ConstantsArray& a, const std::string& source) {
