@@ -107,18 +107,17 @@ std::string ClusterModel::describe() const {
     d += buf;
   }
   if (one_sided) {
+    auto cached_rate = [&](double gbps) {
+      if (gbps <= 0) return;
+      std::snprintf(buf, sizeof buf, " (first %.0f KiB %.2fGB/s)", call_cached_bytes / 1024, gbps);
+      d += buf;
+    };
     std::snprintf(buf, sizeof buf, ", copy %.2fGB/s", copy_gbps);
     d += buf;
-    if (copy_cached_gbps > 0) {
-      std::snprintf(buf, sizeof buf, " (first %.0f KiB %.2fGB/s)", call_cached_bytes / 1024, copy_cached_gbps);
-      d += buf;
-    }
+    cached_rate(copy_cached_gbps);
     std::snprintf(buf, sizeof buf, ", flag %.2fus, cma %.2fus %.2fGB/s", flag_us, cma_us, cma_gbps);
     d += buf;
-    if (cma_cached_gbps > 0) {
-      std::snprintf(buf, sizeof buf, " (first %.0f KiB %.2fGB/s)", call_cached_bytes / 1024, cma_cached_gbps);
-      d += buf;
-    }
+    cached_rate(cma_cached_gbps);
     if (!reads_peer_buffers) d += " (refused)";
   }
   if (!params(PathClass::kNet).curve.empty()) d += ", net curve " + format_curve(params(PathClass::kNet).curve);
@@ -283,11 +282,13 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
         const bool mapped = remote.buf == algo::kStaging || a.registered;
         s_.add(st.kind, r, st.peer, st.kind == StepKind::kSend ? st.src.bytes : st.dst.bytes, mapped ? 1 : 0,
                static_cast<uint16_t>(st.src_count), kernel);
-        if (call == 0 && (st.kind == StepKind::kRead || st.kind == StepKind::kWrite) && !mapped)
-          kernel_call_bytes_[size_t(r)] += double(st.dst.bytes);
-        if (call == 0 && st.kind == StepKind::kReduceFrom)
-          kernel_call_bytes_[size_t(r)] += double(kernel) * double(st.dst.bytes);
-        if (call == 0 && st.kind == StepKind::kCopy) local_call_bytes_[size_t(r)] += double(st.dst.bytes);
+        if (call == 0) {  // what one call copies, by kind
+          const double bytes = double(st.dst.bytes);
+          if ((st.kind == StepKind::kRead || st.kind == StepKind::kWrite) && !mapped)
+            kernel_call_bytes_[size_t(r)] += bytes;
+          if (st.kind == StepKind::kReduceFrom) kernel_call_bytes_[size_t(r)] += double(kernel) * bytes;
+          if (st.kind == StepKind::kCopy) local_call_bytes_[size_t(r)] += bytes;
+        }
         first_call_.push_back(call == 0 ? 1 : 0);
         if (st.kind == StepKind::kSignal) signals[size_t(r)].push_back(id);
         if (st.kind == StepKind::kWait) waits.push_back({id, rep_of(st.peer), st.count, call});
