@@ -106,6 +106,10 @@ std::string ClusterModel::describe() const {
     std::snprintf(buf, sizeof buf, ", switch %.2fus", switch_us);
     d += buf;
   }
+  if (machine_cores > 0) {
+    std::snprintf(buf, sizeof buf, ", one machine: %d cores, net copies %.2fGB/s", machine_cores, machine_net_gbps);
+    d += buf;
+  }
   if (one_sided) {
     auto cached_rate = [&](double gbps) {
       if (gbps <= 0) return;

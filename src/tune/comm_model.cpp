@@ -2,6 +2,7 @@
 
 
 #include <algorithm>
+#include <numeric>
 #include <vector>
 
 namespace conflux::tune {
@@ -31,6 +32,38 @@ int cores_per_host(const std::vector<RankInfo>& table) {
   return fewest;
 }
 
+// Hosts that run on one kernel's cores (containers or network namespaces
+// on one machine, each with its own hostname) share a CPU set identity:
+// cpu_set_hash includes the kernel's boot id. When those shared sets join
+// every host into one group, the hosts are one machine: returns the CPUs of
+// all the ranks' distinct sets, else 0 (separate machines, or only some
+// hosts sharing one, which the model's single machine-wide pool cannot say).
+int machine_cores(const std::vector<RankInfo>& table, const std::vector<int>& host_of_rank, int nhosts) {
+  if (nhosts < 2) return 0;
+  // Hosts linked by a CPU set that ranks on both use, joined into groups.
+  std::vector<int> group(static_cast<size_t>(nhosts));
+  std::iota(group.begin(), group.end(), 0);
+  auto root = [&](int h) {
+    while (group[static_cast<size_t>(h)] != h) h = group[static_cast<size_t>(h)];
+    return h;
+  };
+  std::vector<uint64_t> sets;
+  int cpus = 0;
+  for (size_t r = 0; r < table.size(); ++r) {
+    if (table[r].cpu_set_size <= 0) return 0;
+    if (std::find(sets.begin(), sets.end(), table[r].cpu_set_hash) == sets.end()) {
+      sets.push_back(table[r].cpu_set_hash);
+      cpus += table[r].cpu_set_size;
+    }
+    for (size_t q = 0; q < r; ++q)
+      if (table[q].cpu_set_hash == table[r].cpu_set_hash)
+        group[static_cast<size_t>(root(host_of_rank[q]))] = root(host_of_rank[r]);
+  }
+  for (int h = 1; h < nhosts; ++h)
+    if (root(h) != root(0)) return 0;
+  return cpus;
+}
+
 }  // namespace
 
 sim::ClusterModel model_of(const std::vector<RankInfo>& table, bool same_host_tcp, const Constants& c) {
@@ -51,6 +84,7 @@ sim::ClusterModel model_of(const std::vector<RankInfo>& table, bool same_host_tc
     m.host[r] = h;
     max_per_host = std::max(max_per_host, ++per_host[h]);
   }
+  const int shared_cores = machine_cores(table, m.host, static_cast<int>(seen.size()));
   // A regular host-major layout needs no explicit table (and lets the
   // simulator use rotation symmetry).
   bool regular = true;
@@ -60,6 +94,12 @@ sim::ClusterModel model_of(const std::vector<RankInfo>& table, bool same_host_tc
   m.same_host_tcp = same_host_tcp;
   m.cores_per_host = cores_per_host(table);
   c.apply_to(&m);
+  // Hosts on one machine share its cores for every message's overheads and
+  // its kernel's copy bandwidth for every inter-host byte. The probe's
+  // bandwidth is per direction with both directions busy, so the kernel
+  // copies twice that in all (as the emulated-host validation measures it).
+  m.machine_cores = shared_cores;
+  if (m.machine_cores > 0) m.machine_net_gbps = 2 * m.params(sim::PathClass::kNet).gbps;
   return m;
 }
 

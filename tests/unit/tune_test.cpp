@@ -375,5 +375,34 @@ TEST(CommModelTest, CoresPerHostAddsTheRanksDistinctCpuSets) {
   EXPECT_EQ(model_of(t, false, Constants{}).cores_per_host, 0);  // one rank's set unknown: unknown
 }
 
+// Hosts whose ranks share a CPU set identity run on one kernel's cores
+// (network namespaces, containers): the model prices them as one machine.
+// Separate machines, or only some hosts sharing one, stay separate.
+TEST(CommModelTest, HostsSharingOneKernelsCoresAreOneMachine) {
+  Constants c;
+  c.net = {10.0, 2.0};
+  std::vector<RankInfo> t(4);
+  for (int i = 0; i < 4; ++i) t[i].host_hash = 10 + i, t[i].cpu_set_hash = 100, t[i].cpu_set_size = 2;
+  sim::ClusterModel m = model_of(t, false, c);
+  EXPECT_EQ(m.nhosts(), 4);
+  EXPECT_EQ(m.machine_cores, 2);
+  EXPECT_DOUBLE_EQ(m.machine_net_gbps, 4.0);  // both directions of the probed per-direction rate
+  EXPECT_NE(m.describe().find("one machine: 2 cores"), std::string::npos);
+  // 2 hosts x 2 ranks, each rank bound to its own core of one kernel, the
+  // hosts joined by rank 1 and rank 2 sharing a core.
+  for (int i = 0; i < 4; ++i) t[i].host_hash = 10 + i / 2, t[i].cpu_set_hash = 200 + i, t[i].cpu_set_size = 1;
+  EXPECT_EQ(model_of(t, false, c).machine_cores, 0);  // nothing shared: cores are separate
+  t[2].cpu_set_hash = t[1].cpu_set_hash;
+  EXPECT_EQ(model_of(t, false, c).machine_cores, 3);  // three distinct single-core sets
+  // Hosts 0 and 1 share a kernel, host 2 is another machine: no single pool.
+  t.resize(6);
+  for (int i = 4; i < 6; ++i) t[i].host_hash = 12, t[i].cpu_set_hash = 300, t[i].cpu_set_size = 8;
+  EXPECT_EQ(model_of(t, false, c).machine_cores, 0);
+  EXPECT_DOUBLE_EQ(model_of(t, false, c).machine_net_gbps, 0.0);
+  // One host is never a machine of hosts.
+  for (auto& r : t) r.host_hash = 7, r.cpu_set_hash = 100, r.cpu_set_size = 2;
+  EXPECT_EQ(model_of(t, false, c).machine_cores, 0);
+}
+
 }  // namespace
 }  // namespace conflux::tune
