@@ -2,6 +2,7 @@
 // iteration 0, seed 1), experts blocked over the ranks.
 #include "moe_sim.h"
 
+#include "core/config.h"
 #include "moe_routing.h"
 #include "sim/moe_traffic.h"
 
@@ -82,9 +83,15 @@ int print_moe_prediction(const sim::ClusterModel& m, const std::string& source, 
               : best == hier ? "hierarchical"
                              : "hier+flat (hierarchical dispatch, flat combine)",
               flat / best);
-  std::printf("# the layer runs: %s\n", traffic.placed_dispatch.empty()
-                                             ? "flat (its message path; the hierarchical paths are priced, not built)"
-                                             : "placed (one host)");
+  // The layer's own choice (src/core/moe.cpp): placed on one host; across
+  // hosts proxies for dispatch unless CONFLUX_MOE_HIER=0, and the contract's
+  // exact combine on the flat routes unless the layer asks for host sums.
+  const char* runs = !traffic.placed_dispatch.empty() ? "placed (one host)"
+                     : config().moe_hier
+                         ? "hier+flat (dispatch through a proxy per host; the exact combine on the flat routes, or the "
+                           "hierarchical combine with cfxMoeConfig_t.host_partial_sums)"
+                         : "flat (CONFLUX_MOE_HIER=0)";
+  std::printf("# the layer runs: %s\n", runs);
   return 0;
 }
 

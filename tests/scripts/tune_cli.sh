@@ -29,14 +29,17 @@ grep -q "^hier " <<<"$out" || { echo "$out"; echo "FAIL: plan did not list hier"
 echo "ok: plan explains ($(echo "$out" | grep '^choice'))"
 
 # MoE: across hosts the hierarchical dispatch sends fewer bytes over the
-# network than the flat one, and the layer is said to run the flat path; on
-# one host it runs the placed path; experts that do not divide over the
-# ranks are refused.
+# network than the flat one, and the layer is said to run it (the flat one
+# with CONFLUX_MOE_HIER=0); on one host it runs the placed path; experts that
+# do not divide over the ranks are refused.
 moe="--intra-bw 10 --intra-lat 1 --net-bw 1 --net-lat 20 --hidden 512 --experts 16 --topk 4"
 out=$("$tool" plan moe 64 --hosts 4 --ranks-per-host 2 $moe)
 flat=$(awk '$1 == "flat" {print $2}' <<<"$out"); hier=$(awk '$1 == "hierarchical" {print $2}' <<<"$out")
 awk -v f="$flat" -v h="$hier" 'BEGIN { exit !(h < f) }' || { echo "$out"; echo "FAIL: hierarchical dispatch bytes"; exit 1; }
-grep -q "the layer runs: flat" <<<"$out" || { echo "$out"; echo "FAIL: plan moe names no path"; exit 1; }
+grep -q "the layer runs: hier+flat (dispatch through a proxy per host" <<<"$out" ||
+  { echo "$out"; echo "FAIL: plan moe names the wrong path"; exit 1; }
+out=$(CONFLUX_MOE_HIER=0 "$tool" plan moe 64 --hosts 4 --ranks-per-host 2 $moe)
+grep -q "the layer runs: flat (CONFLUX_MOE_HIER=0)" <<<"$out" || { echo "$out"; echo "FAIL: plan moe, flat forced"; exit 1; }
 out=$("$tool" sim --coll moe --hosts 1 --ranks-per-host 4 --tokens 16 $moe)
 grep -q "the layer runs: placed (one host)" <<<"$out" || { echo "$out"; echo "FAIL: sim moe on one host"; exit 1; }
 grep -q "^ *placed " <<<"$out" || { echo "$out"; echo "FAIL: no placed row"; exit 1; }
