@@ -82,6 +82,20 @@ double ClusterModel::local_copy_us(double bytes, double call_bytes) const {
   return share_of_call_us(bytes, call_bytes, call_cached_bytes, copy_cached_gbps, copy_gbps);
 }
 
+double ClusterModel::peer_memory_us(double bytes) const {
+  const double gbps = std::min(copy_gbps > 0 ? copy_gbps : 1e300, params(PathClass::kShm).gbps);
+  if (gbps <= 0 || gbps >= 1e300) return 0;
+  // With more ranks than cores, a peer that ran on this rank's core left
+  // its lines in this core's caches: of a rank's peers, about
+  // (ranks - ranks per core) / (ranks - 1) ran on another core.
+  double other_core = 1;
+  if (cores_per_host > 0 && ranks_per_host > cores_per_host) {
+    const double per_core = double(ranks_per_host) / cores_per_host;
+    other_core = (ranks_per_host - per_core) / (ranks_per_host - 1);
+  }
+  return other_core * bytes / (gbps * 1e3);
+}
+
 double ClusterModel::kernel_copy_us(double bytes, double call_bytes) const {
   return cma_us + share_of_call_us(bytes, call_bytes, call_cached_bytes, cma_cached_gbps, cma_gbps);
 }
@@ -148,7 +162,8 @@ constexpr uint32_t kNone = ~0u;
 struct Steps {
   std::vector<uint8_t> kind;
   std::vector<uint8_t> mapped;        // one-sided read/write: the peer's memory is mapped (staging, registered)
-  std::vector<uint16_t> nsrc, kernel_srcs;  // reduce-from: sources, and those read through the kernel
+  // reduce-from: sources, those read through the kernel, and peers' mapped ones
+  std::vector<uint16_t> nsrc, kernel_srcs, mapped_srcs;
   std::vector<int32_t> owner;  // representative rank index
   std::vector<int32_t> peer;   // absolute peer rank (in the owner's frame)
   std::vector<uint64_t> bytes;
@@ -157,7 +172,8 @@ struct Steps {
   std::vector<uint32_t> waiters_begin, waiters;  // by signal step: the waits it satisfies (CSR)
   size_t size() const { return kind.size(); }
   // Appends a step's timing fields (its dependencies are appended apart).
-  void add(StepKind k, int32_t own, int32_t to, uint64_t b, uint8_t map, uint16_t srcs, uint16_t kernel) {
+  void add(StepKind k, int32_t own, int32_t to, uint64_t b, uint8_t map, uint16_t srcs, uint16_t kernel,
+           uint16_t mapped_peers) {
     kind.push_back(static_cast<uint8_t>(k));
     owner.push_back(own);
     peer.push_back(to);
@@ -165,6 +181,7 @@ struct Steps {
     mapped.push_back(map);
     nsrc.push_back(srcs);
     kernel_srcs.push_back(kernel);
+    mapped_srcs.push_back(mapped_peers);
   }
 };
 
@@ -278,14 +295,16 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
       for (const algo::Step& st : sch.steps) {
         const uint32_t id = static_cast<uint32_t>(s_.size());
         const algo::Slice& remote = st.kind == StepKind::kRead ? st.src : st.dst;
-        uint16_t kernel = 0;
+        uint16_t kernel = 0, peers = 0;
         for (uint32_t k = 0; k < st.src_count; ++k) {
           const algo::Source& src = sch.sources[st.src_begin + k];
-          if (src.peer >= 0 && src.slice.buf != algo::kStaging && !a.registered) ++kernel;
+          if (src.peer < 0) continue;
+          ++peers;
+          if (src.slice.buf != algo::kStaging && !a.registered) ++kernel;
         }
         const bool mapped = remote.buf == algo::kStaging || a.registered;
         s_.add(st.kind, r, st.peer, st.kind == StepKind::kSend ? st.src.bytes : st.dst.bytes, mapped ? 1 : 0,
-               static_cast<uint16_t>(st.src_count), kernel);
+               static_cast<uint16_t>(st.src_count), kernel, static_cast<uint16_t>(peers - kernel));
         if (call == 0) {  // what one call copies, by kind
           const double bytes = double(st.dst.bytes);
           if ((st.kind == StepKind::kRead || st.kind == StepKind::kWrite) && !mapped)
@@ -317,7 +336,7 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
         ++barriers_;
         for (uint32_t k = base; k < previous_call_done; ++k) s_.deps.push_back(k);
         s_.dep_begin.push_back(static_cast<uint32_t>(s_.deps.size()));
-        s_.add(StepKind::kCopy, r, -1, 0, 0, 0, 0);
+        s_.add(StepKind::kCopy, r, -1, 0, 0, 0, 0, 0);
         first_call_.push_back(call == 0 ? 1 : 0);
       }
     }
@@ -470,17 +489,18 @@ Status Sim::run(SimResult* out) {
       }
       if (one_sided_data(kind)) {
         // Memory traffic on the rank that runs it, one step after another:
-        // mapped memory at memcpy speed, ordinary buffers through the
-        // kernel (a call, then its bandwidth); a reduction reads its
-        // sources and writes once, as a pairwise kernel reads two and writes one.
+        // a peer's mapped memory at the rate its lines cross between cores,
+        // ordinary buffers through the kernel (a call, then its bandwidth);
+        // a reduction reads its sources and writes once, as a pairwise
+        // kernel reads two and writes one, and waits for each mapped peer
+        // source's lines to come over besides.
         const double bytes = double(s_.bytes[i]);
-        const double copy = m_.copy_gbps > 0 ? bytes / (m_.copy_gbps * 1e3) : 0;
         const double kernel = m_.kernel_copy_us(bytes, kernel_call_bytes_[size_t(s_.owner[i])]);
         if (kind == StepKind::kReduceFrom) {
           const double reduce = m_.reduce_gbps > 0 ? bytes * (s_.nsrc[i] + 1) / 3.0 / (m_.reduce_gbps * 1e3) : 0;
-          cost = reduce + s_.kernel_srcs[i] * kernel;
+          cost = reduce + s_.kernel_srcs[i] * kernel + s_.mapped_srcs[i] * m_.peer_memory_us(bytes);
         } else {
-          cost = s_.mapped[i] ? copy : kernel;
+          cost = s_.mapped[i] ? m_.peer_memory_us(bytes) : kernel;
         }
         const int rep = s_.owner[i];
         double start = std::max(ready_[i], core_free_[size_t(rep)]);

@@ -79,6 +79,15 @@ struct ClusterModel {
   // call's cost and its bytes): each its share of the `call_bytes` of its
   // kind that its rank copies in the call.
   double local_copy_us(double bytes, double call_bytes) const;
+  // Copying `bytes` of a peer's mapped memory (its staging area, a
+  // registered buffer), which its own core has just written: the lines
+  // cross between cores at about the slot stream's rate (a cross-core
+  // stream of fresh data), not at a memcpy's from this core's caches
+  // (64 KiB a peer just wrote: 23-29 GB/s, against 107-113 for data this
+  // core wrote; a float sum of it with local data 17 GB/s against 47).
+  // Where ranks outnumber cores, only the share of peers that ran on
+  // another core pays it.
+  double peer_memory_us(double bytes) const;
   double kernel_copy_us(double bytes, double call_bytes) const;
   double call_us = 0;         // fixed cost of one collective call (entering the executor, its set-up)
   double overhead_share = 0.5;  // share of alpha that is per-message sender work (serialises a rank's sends)

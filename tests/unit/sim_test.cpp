@@ -448,6 +448,31 @@ TEST(SimTest, ACallsFirstCopiedBytesRunAtTheCachedRate) {
   EXPECT_NEAR(one_rate - two_rates, double(1 << 20) / 4e3 - double(1 << 20) / 8e3, 1.0);
 }
 
+// A peer's staging area was just written by the peer's core: reading it
+// moves every line across cores, at the slot stream's rate, not at the
+// rate of a memcpy from this core's caches. An eager AllReduce's reduction
+// of one peer's 64 KiB costs that transfer on top of the sum itself.
+TEST(SimTest, APeersMappedMemoryCrossesCoresAtTheSlotStreamsRate) {
+  ClusterModel m = one_host_one_sided(2, 64 << 10, 0.1, 100);
+  m.link[static_cast<int>(PathClass::kShm)] = {0.1, 25};
+  EXPECT_DOUBLE_EQ(m.peer_memory_us(50000), 2.0) << "the slower of the two rates";
+  m.copy_gbps = 20;
+  EXPECT_DOUBLE_EQ(m.peer_memory_us(50000), 2.5);
+  // 4 ranks on 2 cores: of a rank's 3 peers, about 2 ran on the other core.
+  ClusterModel shared = m;
+  shared.ranks_per_host = shared.nranks = 4;
+  shared.cores_per_host = 2;
+  EXPECT_DOUBLE_EQ(shared.peer_memory_us(50000), 2.5 * 2 / 3);
+  m.copy_gbps = 100;
+  m.reduce_gbps = 1e9;  // the sum itself free: what is left is the transfer
+  algo::CollArgs a = allreduce(64 << 10);
+  a.staging_bytes = m.staging_bytes;
+  const double slow_lines = simulate(m, a, algo::eager_allreduce)->time_us;
+  m.link[static_cast<int>(PathClass::kShm)].gbps = 1e9;  // lines as fast as a local memcpy (100 GB/s)
+  const double cached_lines = simulate(m, a, algo::eager_allreduce)->time_us;
+  EXPECT_NEAR(slow_lines - cached_lines, double(64 << 10) / 25e3 - double(64 << 10) / 100e3, 0.05);
+}
+
 TEST(SimTest, MeasuredCurveReplacesBytesOverBandwidth) {
   // A link whose 2 KiB messages cost a step more than 1 KiB ones (a second
   // TCP segment), as the network probe measures it.
