@@ -111,13 +111,13 @@ Status Socket::set_nonblocking(bool on) const {
   return Status::Ok();
 }
 
-void Socket::tune_for_bulk(size_t buffer_bytes) const {
+void Socket::tune_for_bulk(int fd, size_t buffer_bytes) {
   int one = 1;
-  setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   if (buffer_bytes > 0) {
     int size = static_cast<int>(buffer_bytes);
-    setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
-    setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
   }
 }
 

@@ -57,7 +57,10 @@ class Socket {
   Result<SockAddr> local_addr() const;
 
   Status set_nonblocking(bool on) const;
-  void tune_for_bulk(size_t buffer_bytes) const;  // TCP_NODELAY + big buffers
+  void tune_for_bulk(size_t buffer_bytes) const { tune_for_bulk(fd_, buffer_bytes); }
+  // TCP_NODELAY, and SO_SNDBUF/SO_RCVBUF of buffer_bytes (0: the kernel's
+  // autotuning), on any TCP socket (calibration times raw ones the same way).
+  static void tune_for_bulk(int fd, size_t buffer_bytes);
 
  private:
   int fd_ = -1;

@@ -83,8 +83,10 @@ double ClusterModel::local_copy_us(double bytes, double call_bytes) const {
 }
 
 double ClusterModel::peer_memory_us(double bytes) const {
-  const double gbps = std::min(copy_gbps > 0 ? copy_gbps : 1e300, params(PathClass::kShm).gbps);
-  if (gbps <= 0 || gbps >= 1e300) return 0;
+  // The slower of the cross-core stream and a memcpy (where one is known).
+  double gbps = params(PathClass::kShm).gbps;
+  if (copy_gbps > 0) gbps = std::min(gbps, copy_gbps);
+  if (gbps <= 0) return 0;
   // With more ranks than cores, a peer that ran on this rank's core left
   // its lines in this core's caches: of a rank's peers, about
   // (ranks - ranks per core) / (ranks - 1) ran on another core.

@@ -1,5 +1,6 @@
 #include "tune/calibrate.h"
 
+#include "bootstrap/socket.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "exec/reduce.h"
@@ -357,16 +358,9 @@ bool measure_tcp(double* lat_us, double* gbps) {
     ::close(lfd);
     return false;
   }
-  // The transport's socket buffers (CONFLUX_SOCKET_BUFSIZE), so the stream
+  // The transport's socket settings (CONFLUX_SOCKET_BUFSIZE), so the stream
   // is timed as its connections run.
-  const int buffer = static_cast<int>(config().tcp_buffer_bytes);
-  auto like_the_transport = [buffer](int fd) {
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (buffer <= 0) return;
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer, sizeof buffer);
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof buffer);
-  };
+  auto like_the_transport = [](int fd) { Socket::tune_for_bulk(fd, config().tcp_buffer_bytes); };
   like_the_transport(lfd);  // an accepted socket starts with its listener's buffers
   constexpr int kBatches = 5, kPerBatch = 50;
   const int pings = (kBatches + 1) * kPerBatch;  // the first batch warms up
@@ -587,10 +581,9 @@ Constants measure_constants() {
   for (ConstantsArray& p : passes) p = to_array(measure_once());
   ConstantsArray median{};
   for (size_t k = 0; k < median.size(); ++k) {
-    std::array<double, kPasses> v{};
-    for (int i = 0; i < kPasses; ++i) v[size_t(i)] = passes[size_t(i)][k];
-    std::sort(v.begin(), v.end());
-    median[k] = v[kPasses / 2];
+    std::vector<double> values;
+    for (const ConstantsArray& p : passes) values.push_back(p[k]);
+    median[k] = median_of(std::move(values));
   }
   return from_array(median, "measured");
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 namespace conflux::tune {
@@ -47,17 +48,18 @@ int machine_cores(const std::vector<RankInfo>& table, const std::vector<int>& ho
     while (group[static_cast<size_t>(h)] != h) h = group[static_cast<size_t>(h)];
     return h;
   };
-  std::vector<uint64_t> sets;
+  // Each distinct set, with the host of the first rank that uses it.
+  std::vector<std::pair<uint64_t, int>> sets;
   int cpus = 0;
   for (size_t r = 0; r < table.size(); ++r) {
     if (table[r].cpu_set_size <= 0) return 0;
-    if (std::find(sets.begin(), sets.end(), table[r].cpu_set_hash) == sets.end()) {
-      sets.push_back(table[r].cpu_set_hash);
+    auto seen = std::find_if(sets.begin(), sets.end(), [&](const auto& s) { return s.first == table[r].cpu_set_hash; });
+    if (seen == sets.end()) {
+      sets.emplace_back(table[r].cpu_set_hash, host_of_rank[r]);
       cpus += table[r].cpu_set_size;
+    } else {
+      group[static_cast<size_t>(root(seen->second))] = root(host_of_rank[r]);
     }
-    for (size_t q = 0; q < r; ++q)
-      if (table[q].cpu_set_hash == table[r].cpu_set_hash)
-        group[static_cast<size_t>(root(host_of_rank[q]))] = root(host_of_rank[r]);
   }
   for (int h = 1; h < nhosts; ++h)
     if (root(h) != root(0)) return 0;
