@@ -248,8 +248,12 @@ void measure_cma(double* us, double* cached_gbps, double* gbps) {
         meet(2 * r + 2);  // nobody rewrites a buffer its peer may still be reading
       }
     };
-    std::thread peer(side, 1);
-    side(0);
+    // Both sides on threads of their own: pinning the caller would leave
+    // the rank bound to one core for its lifetime (emulated hosts that all
+    // calibrated then shared core 0, and their network probe read 22 us
+    // against 8).
+    std::thread self(side, 0), peer(side, 1);
+    self.join();
     peer.join();
     std::vector<double> slower(kRounds);
     for (int r = 0; r < kRounds; ++r) slower[r] = std::max(took[0][r], took[1][r]);

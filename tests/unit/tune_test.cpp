@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -331,7 +332,13 @@ TEST(CalibrateTest, TextRoundTripAndCache) {
   unsetenv("CONFLUX_TUNE_CACHE");
   reload_config();  // configuration is read once; tests re-read it
 
+  // Measuring pins threads of its own, never the caller: a rank left bound
+  // to the calibration's core would share it with every other such rank.
+  cpu_set_t before, after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
   Constants m = measure_constants();
+  ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&before, &after)) << "calibration changed the calling thread's CPU affinity";
   EXPECT_EQ(m.source, "measured");
   EXPECT_GT(m.shm.gbps, 0.1);
   EXPECT_GT(m.tcp.gbps, 0.01);
