@@ -60,10 +60,11 @@ size_t slot_major_to_rank_order(const std::vector<std::vector<int>>& rank_at, si
 
 // Appends a sub-communicator's schedule: its rank i is peers[i], each of
 // its slices goes through `where` (its buffer and offset -> ours), and its
-// first steps wait for `after`.
-template <typename Where>
-std::vector<int> append_mapped(Schedule& s, const Schedule& inner, const std::vector<int>& peers, Where where,
-                               int after) {
+// first steps (those without a dependency inside it) wait for the steps
+// `after_of` names for them, mapped.
+template <typename Where, typename AfterOf>
+std::vector<int> append_mapped_after(Schedule& s, const Schedule& inner, const std::vector<int>& peers, Where where,
+                                     AfterOf after_of) {
   const int base = static_cast<int>(s.steps.size());
   std::vector<int> added;
   for (const Step& st : inner.steps) {
@@ -73,24 +74,76 @@ std::vector<int> append_mapped(Schedule& s, const Schedule& inner, const std::ve
       if (sl->bytes > 0) *sl = where(*sl);
     std::vector<int> deps;
     for (uint32_t k = 0; k < st.dep_count; ++k) deps.push_back(base + static_cast<int>(inner.deps[st.dep_begin + k]));
-    if (deps.empty()) deps.push_back(after);
+    if (deps.empty()) deps = after_of(x);
     added.push_back(add_after(s, x, deps));
   }
   s.scratch_bytes = std::max(s.scratch_bytes, inner.scratch_bytes);
   return added;
 }
 
-// append_mapped for a sub-communicator working in place on one part: with
-// `to_recv`, both of its buffers are our recvbuf shifted by `offset`.
+// append_mapped_after whose first steps all wait for the step `after`.
+template <typename Where>
+std::vector<int> append_mapped(Schedule& s, const Schedule& inner, const std::vector<int>& peers, Where where,
+                               int after) {
+  return append_mapped_after(s, inner, peers, where, [after](const Step&) { return std::vector<int>{after}; });
+}
+
+// A sub-communicator's slice working in place on one part: with `to_recv`,
+// both of its buffers are our recvbuf shifted by `offset`.
+Slice remap(Slice sl, size_t offset, bool to_recv) {
+  if (sl.buf != kScratch) {
+    if (to_recv) sl.buf = kRecvBuf;
+    sl.offset += offset;
+  }
+  return sl;
+}
+
+// append_mapped for a sub-communicator working in place on one part.
 std::vector<int> append_remapped(Schedule& s, const Schedule& inner, const std::vector<int>& peers, size_t offset,
                                  bool to_recv, int after) {
-  return append_mapped(s, inner, peers, [&](Slice sl) {
-    if (sl.buf != kScratch) {
-      if (to_recv) sl.buf = kRecvBuf;
-      sl.offset += offset;
+  return append_mapped(s, inner, peers, [&](Slice sl) { return remap(sl, offset, to_recv); }, after);
+}
+
+bool overlap(const Slice& a, const Slice& b) {
+  return a.bytes > 0 && b.bytes > 0 && a.buf == b.buf && a.offset < b.offset + b.bytes &&
+         b.offset < a.offset + a.bytes;
+}
+
+// What a point-to-point or local step reads and writes of this rank's
+// buffers; false for the one-sided kinds (their slices may name a peer's).
+bool accesses(const Step& st, std::vector<Slice>* reads, std::vector<Slice>* writes) {
+  switch (st.kind) {
+    case StepKind::kSend: reads->push_back(st.src); return true;
+    case StepKind::kRecv: writes->push_back(st.dst); return true;
+    case StepKind::kRecvReduce: reads->push_back(st.with), writes->push_back(st.dst); return true;
+    case StepKind::kCopy: reads->push_back(st.src), writes->push_back(st.dst); return true;
+    default: return false;
+  }
+}
+
+// The steps of `earlier` that `st` must follow to see and keep their data:
+// those that write what it reads or writes, or read what it writes. A
+// later phase that depends on these alone moves each piece on as soon as
+// it is here, instead of after a fence on the whole earlier phase.
+std::vector<int> data_deps(const Schedule& s, const std::vector<int>& earlier, const Step& st) {
+  std::vector<Slice> reads, writes;
+  if (!accesses(st, &reads, &writes)) return earlier;
+  std::vector<int> deps;
+  for (int e : earlier) {
+    std::vector<Slice> e_reads, e_writes;
+    if (!accesses(s.steps[static_cast<size_t>(e)], &e_reads, &e_writes)) {
+      deps.push_back(e);
+      continue;
     }
-    return sl;
-  }, after);
+    auto any = [](const std::vector<Slice>& x, const std::vector<Slice>& y) {
+      for (const Slice& a : x)
+        for (const Slice& b : y)
+          if (overlap(a, b)) return true;
+      return false;
+    };
+    if (any(e_writes, reads) || any(e_writes, writes) || any(e_reads, writes)) deps.push_back(e);
+  }
+  return deps;
 }
 
 }  // namespace
@@ -250,7 +303,7 @@ Schedule hier_broadcast(const CollArgs& a) {
   at_root.rank = a.root;
   const Layout R = layout_of(at_root);
   // (1) Chain across hosts among the ranks in the root's slot.
-  int f = -1;
+  std::vector<int> across;
   if (L.l == R.l) {
     CollArgs sub = a;
     sub.nranks = nh;
@@ -258,10 +311,11 @@ Schedule hier_broadcast(const CollArgs& a) {
     sub.root = R.h;
     sub.ring.clear();
     sub.host_of.clear();
-    f = fence(s, append_remapped(s, chain_broadcast(sub), L.slot, 0, false, -1));
+    across = append_remapped(s, chain_broadcast(sub), L.slot, 0, false, -1);
   }
-  // (2) Chain inside each host from that rank, which now holds the data in
-  // recvbuf.
+  // (2) Chain inside each host from that rank, which receives the data in
+  // recvbuf: each chunk goes on inside the host once it has arrived (the
+  // two chains use the same chunks), and on the root's host at once.
   if (nl > 1) {
     CollArgs sub = a;
     sub.nranks = nl;
@@ -270,7 +324,9 @@ Schedule hier_broadcast(const CollArgs& a) {
     sub.in_place = true;
     sub.ring.clear();
     sub.host_of.clear();
-    append_remapped(s, chain_broadcast(sub), L.local, 0, true, f);
+    append_mapped_after(
+        s, chain_broadcast(sub), L.local, [](Slice sl) { return remap(sl, 0, true); },
+        [&](const Step& st) { return data_deps(s, across, st); });
   }
   return s;
 }

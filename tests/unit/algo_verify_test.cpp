@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <numeric>
 
 namespace conflux::algo {
@@ -211,6 +213,43 @@ TEST(Hierarchical, BroadcastOverHostLayoutsAndRoots) {
                               << " count=" << count << (in_place ? " in place" : "") << ": " << v.error;
           }
         }
+}
+
+TEST(Hierarchical, BroadcastForwardsEachChunkInsideAHostAsItArrives) {
+  // 2 hosts x 2 ranks, root 0, 4 chunks. Rank 2 receives the chunks from
+  // rank 0 across hosts and passes each to rank 3 once that chunk is here,
+  // not after the last; rank 0 passes them to rank 1 without waiting for
+  // its sends across hosts.
+  CollArgs a;
+  a.coll = Coll::kBroadcast;
+  a.nranks = 4;
+  a.count = 1024;
+  a.elem = 4;
+  a.chunk_bytes = 1024;
+  a.host_of = {0, 0, 1, 1};
+  auto steps_to = [](const Schedule& s, StepKind kind, int peer) {
+    std::vector<int> ids;
+    for (size_t i = 0; i < s.steps.size(); ++i)
+      if (s.steps[i].kind == kind && s.steps[i].peer == peer) ids.push_back(static_cast<int>(i));
+    return ids;
+  };
+  auto deps_of = [](const Schedule& s, int i) {
+    const Step& st = s.steps[static_cast<size_t>(i)];
+    return std::vector<int>(s.deps.begin() + st.dep_begin, s.deps.begin() + st.dep_begin + st.dep_count);
+  };
+  a.rank = 2;
+  const Schedule leader = hier_broadcast(a);
+  const std::vector<int> got = steps_to(leader, StepKind::kRecv, 0), passed = steps_to(leader, StepKind::kSend, 3);
+  ASSERT_EQ(got.size(), 4u);
+  ASSERT_EQ(passed.size(), 4u);
+  for (size_t c = 0; c < 4; ++c) EXPECT_EQ(deps_of(leader, passed[c]), std::vector<int>{got[c]}) << "chunk " << c;
+  a.rank = 0;
+  const Schedule root = hier_broadcast(a);
+  const std::vector<int> across = steps_to(root, StepKind::kSend, 2);
+  ASSERT_EQ(across.size(), 4u);
+  for (int i : steps_to(root, StepKind::kSend, 1))
+    for (int d : deps_of(root, i))
+      EXPECT_EQ(std::count(across.begin(), across.end(), d), 0) << "a send inside the root's host waits for one across";
 }
 
 TEST(Hierarchical, AllGatherOverHostLayouts) {
