@@ -3,7 +3,8 @@
 // host; (2) ring AllReduce of part l among the H ranks holding slot l, one
 // per host; (3) ring all-gather of the parts within each host. Only
 // (2) crosses hosts, with 1/L of the data per rank. Phases are separated by
-// fences; each phase's messages are emitted in the same order on every
+// fences (the Broadcast's phases follow their data instead, chunk by
+// chunk); each phase's messages are emitted in the same order on every
 // rank, so FIFO links never cross.
 #include "algo/algorithms.h"
 #include "algo/compose.h"
