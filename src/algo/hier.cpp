@@ -105,11 +105,6 @@ std::vector<int> append_remapped(Schedule& s, const Schedule& inner, const std::
   return append_mapped(s, inner, peers, [&](Slice sl) { return remap(sl, offset, to_recv); }, after);
 }
 
-bool overlap(const Slice& a, const Slice& b) {
-  return a.bytes > 0 && b.bytes > 0 && a.buf == b.buf && a.offset < b.offset + b.bytes &&
-         b.offset < a.offset + a.bytes;
-}
-
 // What a point-to-point or local step reads and writes of this rank's
 // buffers; false for the one-sided kinds (their slices may name a peer's).
 bool accesses(const Step& st, std::vector<Slice>* reads, std::vector<Slice>* writes) {
@@ -122,30 +117,81 @@ bool accesses(const Step& st, std::vector<Slice>* reads, std::vector<Slice>* wri
   }
 }
 
-// The steps of `earlier` that `st` must follow to see and keep their data:
-// those that write what it reads or writes, or read what it writes. A
-// later phase that depends on these alone moves each piece on as soon as
-// it is here, instead of after a fence on the whole earlier phase.
-std::vector<int> data_deps(const Schedule& s, const std::vector<int>& earlier, const Step& st) {
-  std::vector<Slice> reads, writes;
-  if (!accesses(st, &reads, &writes)) return earlier;
-  std::vector<int> deps;
-  for (int e : earlier) {
-    std::vector<Slice> e_reads, e_writes;
-    if (!accesses(s.steps[static_cast<size_t>(e)], &e_reads, &e_writes)) {
-      deps.push_back(e);
-      continue;
+// The steps of one phase, indexed by the bytes of this rank's buffers they
+// read and write, so that each step of a later phase finds the ones it must
+// follow to see and keep their data: those that write what it reads or
+// writes, or read what it writes. A later phase that depends on these alone
+// moves each piece on as soon as it is here, instead of after a fence on
+// the whole earlier phase. The index makes that a lookup: a phase has a
+// step per chunk (64 MiB in 4 KiB chunks: 16384), and comparing every pair
+// took 11 s to build one Broadcast.
+class DataDeps {
+ public:
+  DataDeps(const Schedule& s, const std::vector<int>& steps) : all_(steps) {
+    std::map<uint16_t, std::vector<std::pair<Slice, Access>>> raw;
+    for (int id : steps) {
+      std::vector<Slice> reads, writes;
+      if (!accesses(s.steps[static_cast<size_t>(id)], &reads, &writes)) {
+        opaque_.push_back(id);
+        continue;
+      }
+      for (const Slice& r : reads) raw[r.buf].push_back({r, {id, false}});
+      for (const Slice& w : writes) raw[w.buf].push_back({w, {id, true}});
     }
-    auto any = [](const std::vector<Slice>& x, const std::vector<Slice>& y) {
-      for (const Slice& a : x)
-        for (const Slice& b : y)
-          if (overlap(a, b)) return true;
-      return false;
-    };
-    if (any(e_writes, reads) || any(e_writes, writes) || any(e_reads, writes)) deps.push_back(e);
+    for (auto& [buf, list] : raw) {
+      // Elementary pieces between every access's ends; each piece lists
+      // the accesses that cover it.
+      Buffer& b = bufs_[buf];
+      for (const auto& [sl, acc] : list)
+        if (sl.bytes > 0) b.bounds.insert(b.bounds.end(), {sl.offset, sl.offset + sl.bytes});
+      std::sort(b.bounds.begin(), b.bounds.end());
+      b.bounds.erase(std::unique(b.bounds.begin(), b.bounds.end()), b.bounds.end());
+      b.covering.resize(b.bounds.empty() ? 0 : b.bounds.size() - 1);
+      for (const auto& [sl, acc] : list)
+        if (sl.bytes > 0)
+          for (size_t k = b.first_piece(sl.offset); k < b.covering.size() && b.bounds[k] < sl.offset + sl.bytes; ++k)
+            b.covering[k].push_back(acc);
+    }
   }
-  return deps;
-}
+
+  // The indexed steps that `st` must follow, ascending; all of them where
+  // `st` is one-sided.
+  std::vector<int> of(const Step& st) const {
+    std::vector<Slice> reads, writes;
+    if (!accesses(st, &reads, &writes)) return all_;
+    std::vector<int> deps = opaque_;
+    auto add = [&](const Slice& sl, bool writing) {
+      auto it = bufs_.find(sl.buf);
+      if (sl.bytes == 0 || it == bufs_.end()) return;
+      const Buffer& b = it->second;
+      for (size_t k = b.first_piece(sl.offset); k < b.covering.size() && b.bounds[k] < sl.offset + sl.bytes; ++k)
+        for (const Access& acc : b.covering[k])
+          if (acc.write || writing) deps.push_back(acc.step);
+    };
+    for (const Slice& r : reads) add(r, false);
+    for (const Slice& w : writes) add(w, true);
+    std::sort(deps.begin(), deps.end());
+    deps.erase(std::unique(deps.begin(), deps.end()), deps.end());
+    return deps;
+  }
+
+ private:
+  struct Access {
+    int step;
+    bool write;
+  };
+  struct Buffer {
+    std::vector<size_t> bounds;                 // ascending piece boundaries
+    std::vector<std::vector<Access>> covering;  // [k]: accesses covering [bounds[k], bounds[k + 1])
+    // The piece holding byte `offset`, or the first one after it.
+    size_t first_piece(size_t offset) const {
+      const auto it = std::upper_bound(bounds.begin(), bounds.end(), offset);
+      return it == bounds.begin() ? 0 : static_cast<size_t>(it - bounds.begin()) - 1;
+    }
+  };
+  std::vector<int> all_, opaque_;
+  std::map<uint16_t, Buffer> bufs_;
+};
 
 }  // namespace
 
@@ -325,9 +371,10 @@ Schedule hier_broadcast(const CollArgs& a) {
     sub.in_place = true;
     sub.ring.clear();
     sub.host_of.clear();
+    const DataDeps after(s, across);
     append_mapped_after(
         s, chain_broadcast(sub), L.local, [](Slice sl) { return remap(sl, 0, true); },
-        [&](const Step& st) { return data_deps(s, across, st); });
+        [&](const Step& st) { return after.of(st); });
   }
   return s;
 }
