@@ -221,6 +221,7 @@ class CorePool {
     // state where ranks outnumber cores) stays a short list to search.
     auto& iv = busy_[best_core];
     const double end = best_start + work;
+    booked_ += work;
     auto at = iv.insert(std::lower_bound(iv.begin(), iv.end(), std::make_pair(best_start, end)), {best_start, end});
     if (at + 1 != iv.end() && (at + 1)->first <= at->second) {
       at->second = std::max(at->second, (at + 1)->second);
@@ -233,8 +234,13 @@ class CorePool {
     return end;
   }
 
+  // Per call, the time these cores need for the work booked on them: a
+  // stream of calls cannot run faster than its cores do their work.
+  double busy_per_call(int calls) const { return booked_ / std::max(1, calls) / double(busy_.size()); }
+
  private:
   std::vector<std::vector<std::pair<double, double>>> busy_;
+  double booked_ = 0;  // all cores together
 };
 
 uint64_t pair_key(int a, int b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
@@ -267,6 +273,12 @@ class Sim {
   std::vector<uint32_t> work_;
   std::vector<double> core_free_;  // by representative: when its one-sided copies are done
   std::vector<double> awake_until_;  // by representative: when it last woke from a wait (ranks > cores)
+  // By representative, ranks > cores: switched in for a flag or a message
+  // and has done nothing else since, so the rest of what it waits for
+  // finds it awake.
+  std::vector<uint8_t> switched_in_;
+  std::vector<double> active_until_;  // by representative: when its latest step so far ended
+  std::vector<double> arrived_;       // by receive step: when its message was there to take
   std::vector<double> kernel_call_bytes_;  // by representative: what one call copies through the kernel
   std::vector<double> local_call_bytes_;   // by representative: what one call copies locally
   size_t finished_ = 0;
@@ -401,6 +413,13 @@ void Sim::complete(uint32_t i, double t, int hops) {
   done_[i] = t;
   hops_[i] = hops;
   ++finished_;
+  // Work of its own (a send, a copy, a read) ends a rank's wait: it sleeps
+  // again at the next one.
+  const auto kind = StepKind(s_.kind[i]);
+  if (kind != StepKind::kWait && kind != StepKind::kRecv && kind != StepKind::kRecvReduce)
+    switched_in_[size_t(s_.owner[i])] = 0;
+  double& active = active_until_[size_t(s_.owner[i])];
+  active = std::max(active, t);
   auto bump = [&](uint32_t d) {
     ready_[d] = std::max(ready_[d], t);
     hops_ready_[d] = std::max(hops_ready_[d], hops);
@@ -443,6 +462,9 @@ Status Sim::run(SimResult* out) {
   }
   core_free_.assign(size_t(reps_), 0.0);
   awake_until_.assign(size_t(reps_), 0.0);
+  switched_in_.assign(size_t(reps_), 0);
+  active_until_.assign(size_t(reps_), 0.0);
+  arrived_.assign(n, 0.0);
   for (size_t i = 0; i < n; ++i) {
     if (pending_[i] != 0) continue;
     if (s_.kind[i] == uint8_t(StepKind::kSend)) sends_.push({0.0, uint32_t(i)});
@@ -515,8 +537,13 @@ Status Sim::run(SimResult* out) {
         // With more ranks than cores a waiter sleeps, and waking it takes a
         // switch; once awake it sees every flag already raised, so a wait
         // whose flag came while its rank was still awake (busy, or woken
-        // for another flag) costs no second switch. An eager call's rank
-        // waits for every peer but sleeps about once.
+        // for another flag) costs no second switch. Nor does one whose flag
+        // comes later in the same round of waits: a woken rank that still
+        // waits yields its core rather than sleep (the executor's wait
+        // yields before it sleeps), so it sees the flag as it is raised.
+        // An eager call's rank waits for every peer but sleeps about once
+        // (4 ranks on 2 cores, 64 B single-copy AllGather, two rounds of
+        // waits: priced at 70 us with a switch per flag, measured 37).
         // (Being awake does not occupy the rank's core: its other steps
         // run at their own pace.)
         const auto rep = size_t(s_.owner[i]);
@@ -524,9 +551,30 @@ Status Sim::run(SimResult* out) {
           complete(i, ready_[i], hops_ready_[i]);
           continue;
         }
+        if (switched_in_[rep]) {
+          complete(i, std::max(ready_[i], awake_until_[rep]), hops_ready_[i]);
+          continue;
+        }
         awake_until_[rep] = on_cpu(m_.host_of(int(rep)), ready_[i], m_.switch_us);
+        switched_in_[rep] = 1;
         complete(i, awake_until_[rep], hops_ready_[i]);
         continue;
+      }
+      if ((kind == StepKind::kRecv || kind == StepKind::kRecvReduce) && cpu_bound) {
+        // With more ranks than cores a rank that waited for this message
+        // slept, and switching it in takes a core first. One that reaches
+        // the receive with the message already there (it was busy when the
+        // message came) does not sleep: a chain's ranks forward a stream of
+        // small Broadcasts in batches (4 ranks on 2 cores, 64 B: priced at
+        // 5.4 us a call with a switch per message, measured 1.5-2.0). Nor
+        // does one that another message or flag of the same wait switched
+        // in already (as for waits, above).
+        const auto rep = size_t(s_.owner[i]);
+        if (!switched_in_[rep] && arrived_[i] > active_until_[rep]) {
+          switched_in_[rep] = 1;
+          complete(i, on_cpu(m_.host_of(int(rep)), ready_[i], m_.switch_us) + cost, hops_ready_[i]);
+          continue;
+        }
       }
       complete(i, ready_[i] + cost, hops_ready_[i]);
     }
@@ -613,9 +661,16 @@ Status Sim::run(SimResult* out) {
       const double fill = lp.wire_us(std::min(double(s_.bytes[i]), double(m_.shm_piece_bytes)));
       arrive = std::max(arrive, sent + fill + flight);
     }
-    // The receiver's turn on a core; with more ranks than cores it is
-    // asleep, and switching it in costs a context switch first.
-    if (cpu_bound) arrive = on_cpu(m_.host_of(dst_rep), arrive, overhead + m_.switch_us);
+    // The receiver's turn on a core (whether it slept meanwhile is
+    // priced at its receive, above). Inside the host its core also copies
+    // the bytes out of the slots (or the socket): both sides' copies take
+    // core time (4 ranks on 2 cores, a 256 KiB chain Broadcast: priced at
+    // 14 us a call with the sender's copy alone, measured 32-36).
+    if (cpu_bound) {
+      const double copy_out = pc == PathClass::kNet ? 0.0 : wire;
+      arrive = on_cpu(m_.host_of(dst_rep), arrive, overhead + copy_out);
+    }
+    arrived_[r] = arrive;
     ready_[r] = std::max(ready_[r], arrive);
     hops_ready_[r] = std::max(hops_ready_[r], hops_ready_[i] + 1);
     complete(i, start + dur, hops_ready_[i]);
@@ -637,6 +692,12 @@ Status Sim::run(SimResult* out) {
   // Every call on every rank pays the fixed call cost, in turn.
   out->first_call_us = n > 0 ? first + m_.call_us : 0;
   out->time_us = calls_ > 1 && n > 0 ? (last - first) / (calls - 1) + m_.call_us : out->first_call_us;
+  // A few calls' spread understates a pipeline whose first rank races
+  // ahead: the later calls' work, booked on shared cores, pushes the first
+  // call's end late (4 ranks on 2 cores, 256 KiB chain Broadcast: 14 us a
+  // call from 3 calls, 28 from 12). The cores' work per call bounds it.
+  if (calls_ > 1 && n > 0)
+    for (const CorePool& pool : cores) out->time_us = std::max(out->time_us, pool.busy_per_call(calls_) + m_.call_us);
   size_t best = 0;
   for (size_t p = 0; p < port_bytes_.size(); ++p)
     if (port_bytes_[p] > port_bytes_[best]) best = p;
