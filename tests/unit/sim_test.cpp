@@ -282,8 +282,8 @@ TEST(SimTest, ARankWokenForOneFlagSeesTheRestOfItsRoundAwake) {
     return r.ok() ? r->time_us : 0.0;
   };
   const double asleep = time_of(10) - time_of(0);
-  EXPECT_GE(asleep, 2 * 4 * 10 / 2 - 1e-9) << "each round sleeps once";
-  EXPECT_LT(asleep, 3 * 4 * 10 / 2) << "a switch charged per late flag, not per round";
+  EXPECT_GE(asleep, 2 * 4 * 10.0 / 2 - 1e-9) << "each round sleeps once";
+  EXPECT_LT(asleep, 3 * 4 * 10.0 / 2) << "a switch charged per late flag, not per round";
 }
 
 TEST(SimTest, ARankFindingItsMessageWaitingNeedsNoSwitch) {
@@ -299,7 +299,7 @@ TEST(SimTest, ARankFindingItsMessageWaitingNeedsNoSwitch) {
   a.coll = Coll::kBroadcast;
   auto looped = simulate(m, a, algo::chain_broadcast, SimOptions{.calls = 12});
   ASSERT_TRUE(looped.ok()) << looped.status().message();
-  EXPECT_LT(looped->time_us, 10 / 2) << "the stream sleeps every call";
+  EXPECT_LT(looped->time_us, 10.0 / 2) << "the stream sleeps every call";
   EXPECT_GE(simulate(m, a, algo::chain_broadcast, SimOptions{.calls = 1})->time_us, 3 * 10);
 }
 
