@@ -34,8 +34,9 @@ struct SimOptions {
   // own steps of the previous one are done (as the executor runs a loop of
   // blocking calls). With more than one, time_us is the steady state: the
   // time between the last rank's completion of the first call and of the
-  // last, per call. Pipelined algorithms (a chain, a tree) overlap
-  // consecutive calls there, which one call alone cannot show.
+  // last, per call, and no less than the work per call booked on the cores
+  // where ranks outnumber them. Pipelined algorithms (a chain, a tree)
+  // overlap consecutive calls there, which one call alone cannot show.
   int calls = 1;
 };
 
