@@ -52,13 +52,42 @@ else
   echo "SKIP fully_shard on torch $version: this torch has no fully_shard (FSDP2)"
 fi
 
-free_port() { "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# A port for torchrun's store, free now, from below the kernel's ephemeral
+# range: a port the kernel handed out (bind to 0) is free only until some
+# other process's connection or listener takes it, which the tests running
+# beside this one do (torchrun's store then fails "Address already in use").
+free_port() {
+  "$PY" - <<'PYEOF'
+import random, socket
+first_ephemeral = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(200):
+    port = random.randint(max(1024, first_ephemeral - 12000), first_ephemeral - 1)
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+    print(port)
+    break
+PYEOF
+}
 
 train() {  # ranks backend wrap -> $WORK/<wrap>-<backend>-<ranks>.out
-  local n=$1 backend=$2 wrap=$3 out=$WORK/$3-$2-$1.out
-  timeout 300 "$PY" "$SRC/python/tests/torchrun.py" --nproc_per_node "$n" --master_addr 127.0.0.1 \
-    --master_port "$(free_port)" "$SRC/examples/train.py" --backend "$backend" --wrap "$wrap" \
-    --steps 6 --hidden 128 >"$out" 2>"$out.err" || { cat "$out" "$out.err"; echo "FAIL: $wrap over $backend, $n ranks"; exit 1; }
+  local n=$1 backend=$2 wrap=$3 out=$WORK/$3-$2-$1.out try
+  # Another process may still take the port between the check and
+  # torchrun's bind: a store that could not bind is tried again on another.
+  for try in 1 2 3; do
+    timeout 300 "$PY" "$SRC/python/tests/torchrun.py" --nproc_per_node "$n" --master_addr 127.0.0.1 \
+      --master_port "$(free_port)" "$SRC/examples/train.py" --backend "$backend" --wrap "$wrap" \
+      --steps 6 --hidden 128 >"$out" 2>"$out.err" && break
+    if [ "$try" -lt 3 ] && grep -q "Address already in use" "$out.err"; then
+      echo "torchrun's store port was taken; again on another port"
+      continue
+    fi
+    cat "$out" "$out.err"
+    echo "FAIL: $wrap over $backend, $n ranks"
+    exit 1
+  done
   grep -E '^(backend|median)' "$out"
 }
 
