@@ -14,10 +14,11 @@ timeout with an error naming rank 1, and exit with status 3.
 import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
+
+from free_port import free_port
 
 VICTIM, KILL_STEP, EXIT_REPORTED = 1, 3, 3
 
@@ -68,10 +69,7 @@ def main():
     if args.rank_main:
         rank_main(args.timeout)
         return 0
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = free_port()
     procs = []
     for r in range(args.ranks):
         env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(args.ranks), LOCAL_RANK=str(r),

@@ -4,7 +4,7 @@
 set -euo pipefail
 tool=${CONFLUX_TOOL:?}
 command -v mpirun.openmpi >/dev/null || { echo "SKIP: mpirun.openmpi not installed"; exit 0; }
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(/usr/bin/python3 "${CONFLUX_SOURCE_DIR:?}/python/tests/free_port.py")
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 out=$(timeout 120 mpirun.openmpi --allow-run-as-root --oversubscribe -np 4 \
       -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" -x CONFLUX_SOCKET_IFNAME=lo \

@@ -16,7 +16,7 @@ n=$(echo "$out" | grep -c "2 ranks $marker 1 core(s)" || true)
 echo "ok: 2 ranks confined to one core yield instead of spinning"
 
 if [ "$(nproc)" -ge 2 ] && command -v mpirun.openmpi >/dev/null; then
-  port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  port=$(/usr/bin/python3 "${CONFLUX_SOURCE_DIR:?}/python/tests/free_port.py")
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
   out=$(timeout 120 mpirun.openmpi --allow-run-as-root --bind-to core -np 2 \
         -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" -x CONFLUX_SOCKET_IFNAME=lo -x CONFLUX_DEBUG -x CONFLUX_DEBUG_SUBSYS \

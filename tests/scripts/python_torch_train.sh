@@ -52,25 +52,7 @@ else
   echo "SKIP fully_shard on torch $version: this torch has no fully_shard (FSDP2)"
 fi
 
-# A port for torchrun's store, free now, from below the kernel's ephemeral
-# range: a port the kernel handed out (bind to 0) is free only until some
-# other process's connection or listener takes it, which the tests running
-# beside this one do (torchrun's store then fails "Address already in use").
-free_port() {
-  "$PY" - <<'PYEOF'
-import random, socket
-first_ephemeral = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-for _ in range(200):
-    port = random.randint(max(1024, first_ephemeral - 12000), first_ephemeral - 1)
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-    print(port)
-    break
-PYEOF
-}
+free_port() { "$PY" "$SRC/python/tests/free_port.py"; }
 
 train() {  # ranks backend wrap -> $WORK/<wrap>-<backend>-<ranks>.out
   local n=$1 backend=$2 wrap=$3 out=$WORK/$3-$2-$1.out try
