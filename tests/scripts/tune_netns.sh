@@ -53,21 +53,7 @@ rm -f "$log"
 echo "# hosts algo size measured_us predicted_us predicted/measured (medians of ${TUNE_LAUNCHES:-5} launches)"
 sizes="8 4096 262144 2097152"
 predict() {  # hosts algo "TUNE tuner:" line -> "size us" rows of `conflux sim`
-  local line=$3 lat bw call switch curve
-  # "... net 9.1us 1.8GB/s, call 0.3us, switch 3.0us, net curve 8:9.1,1024:9.4,..." (call, switch and curve may be absent)
-  lat=$(echo "$line" | sed -E 's/.*net ([0-9.]+)us.*/\1/')
-  bw=$(echo "$line" | sed -E 's/.*net [0-9.]+us ([0-9.]+)GB\/s.*/\1/')
-  call=$(echo "$line" | sed -nE 's/.*, call ([0-9.]+)us.*/\1/p')
-  switch=$(echo "$line" | sed -nE 's/.*, switch ([0-9.]+)us.*/\1/p')
-  curve=$(echo "$line" | sed -nE 's/.*net curve ([0-9.:,]+).*/\1/p')
-  # The emulated hosts share this machine: its cores take every message's
-  # overheads (and, with more hosts than cores, a switch to wake each
-  # receiver), and its copy bandwidth every inter-host byte (the probe's
-  # per-direction figure was measured with both directions busy: x2).
-  "$tool" sim --hosts "$1" --ranks-per-host 1 --intra-lat 1 --intra-bw 10 --net-lat "$lat" --net-bw "$bw" \
-    --machine-cores "$(nproc)" --machine-net-bw "$(awk -v b="$bw" 'BEGIN { print 2 * b }')" \
-    --call-overhead "${call:-0}" --switch-cost "${switch:-0}" ${curve:+--net-curve "$curve"} \
-    -b 8 -e 2M -f 8 --algo "allreduce:$2" -q 2>/dev/null
+  "$CONFLUX_SOURCE_DIR/tests/netns/sim_from_probe.sh" "$@"
 }
 median_of() {  # "size value" rows, several per size -> "size median"
   sort -k1,1n -k2,2g | awk '{ n[$1]++; v[$1, n[$1]] = $2 } END { for (s in n) print s, v[s, int((n[s] + 1) / 2)] }'
