@@ -324,10 +324,13 @@ double measure_switch_us() {
   return median_of(std::move(batches));
 }
 
-// Moves n bytes, polling without blocking as the executor polls its links
-// (a blocked receiver sleeps and is woken for every segment: the stream
-// read 5.2-5.7 GB/s blocking against 6.6-6.9 polled, three calibrations
-// each, and a 2-rank loopback chain Broadcast carries 7-8 GB/s).
+// Moves n bytes, polling without blocking as the executor polls its
+// links. A blocked receiver sleeps and is woken for every segment: on this
+// kind of VM its core halts, and waking it costs what no spinning rank
+// pays. Blocking, the 1-byte ping-pong read 28-57 us in 5 calibrations of
+// 5 on an idle machine and 2.5 us on a busy one (polled, 2.8-2.9 us in 4 of
+// 4), and the stream 5.2-5.7 GB/s against 6.6-6.9 polled (three
+// calibrations each; a 2-rank loopback chain Broadcast carries 7-8 GB/s).
 bool full_io(int fd, char* p, size_t n, bool send) {
   for (int polls = 1; n > 0; ++polls) {
     ssize_t r = send ? ::send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recv(fd, p, n, MSG_DONTWAIT);
@@ -340,20 +343,6 @@ bool full_io(int fd, char* p, size_t n, bool send) {
     n -= size_t(r);
   }
   return true;
-}
-
-// One byte each way, polled without blocking as the executor polls its
-// links: a blocked receiver's core halts on this kind of VM, and waking it
-// costs tens of microseconds that no spinning rank pays (blocking, the
-// ping-pong read 28-57 us in 5 calibrations of 5 on an idle machine and
-// 2.5 us on a busy one; polled, 2.8-2.9 us in 4 of 4).
-bool polled_byte(int fd, char* c, bool send) {
-  for (int polls = 1;; ++polls) {
-    ssize_t r = send ? ::send(fd, c, 1, MSG_NOSIGNAL | MSG_DONTWAIT) : ::recv(fd, c, 1, MSG_DONTWAIT);
-    if (r == 1) return true;
-    if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return false;
-    if (polls % 1024 == 0) sched_yield();  // both threads on one core: let the other run
-  }
 }
 
 // Loopback TCP: ping-pong latency (polled; the median of batches after a
@@ -385,7 +374,7 @@ bool measure_tcp(double* lat_us, double* gbps) {
     like_the_transport(fd);
     char c = 0;
     for (int i = 0; i < pings; ++i)
-      if (!polled_byte(fd, &c, false) || !polled_byte(fd, &c, true)) break;
+      if (!full_io(fd, &c, 1, false) || !full_io(fd, &c, 1, true)) break;
     std::vector<char> buf(piece);
     for (int rep = 0; rep < 3; ++rep) {
       for (size_t got = 0; got < stream; got += piece)
@@ -410,7 +399,7 @@ bool measure_tcp(double* lat_us, double* gbps) {
     std::vector<double> batches;
     for (int b = 0; b <= kBatches && ok; ++b) {
       auto t0 = Clock::now();
-      for (int i = 0; i < kPerBatch && ok; ++i) ok = polled_byte(fd, &c, true) && polled_byte(fd, &c, false);
+      for (int i = 0; i < kPerBatch && ok; ++i) ok = full_io(fd, &c, 1, true) && full_io(fd, &c, 1, false);
       if (b > 0) batches.push_back(us_since(t0) / kPerBatch / 2);
     }
     if (ok) measured_lat = median_of(std::move(batches));
@@ -487,8 +476,8 @@ void apply_net_override(Constants* c) {
 namespace {
 // How the constants are measured; a cache written by another method is
 // measured again. Method 6 polls the loopback stream's sockets as the
-// executor does (method 5 blocked in recv and send). Method 5 keeps each constant's median of three passes
-// (measure_constants) and streams loopback TCP through sockets with the
+// executor does (method 5 blocked in recv and send). Method 5 keeps each
+// constant's median of three passes (measure_constants) and streams loopback TCP through sockets with the
 // transport's buffers (method 4 left them to the kernel's autotuning: in
 // 12 interleaved calibrations each, 3.3-8.5 GB/s with 5 below 4.1, against
 // 5.3-8.4 with none; the half-rate reading is now about one in twenty).
