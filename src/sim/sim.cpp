@@ -491,6 +491,11 @@ Status Sim::run(SimResult* out) {
   auto on_cpu = [&](int host, double from, double work) {
     return cores[machine_pool ? 0 : size_t(host)].book(from, work, now);
   };
+  // A sleeping rank switched in at `from` (ranks > cores): when it runs.
+  auto switch_in = [&](int rep, double from) {
+    switched_in_[size_t(rep)] = 1;
+    return on_cpu(m_.host_of(rep), from, m_.switch_us);
+  };
   size_t messages = 0;
   for (;;) {
     while (!work_.empty()) {  // receives and copies resolve as soon as their inputs are known
@@ -555,8 +560,7 @@ Status Sim::run(SimResult* out) {
           complete(i, std::max(ready_[i], awake_until_[rep]), hops_ready_[i]);
           continue;
         }
-        awake_until_[rep] = on_cpu(m_.host_of(int(rep)), ready_[i], m_.switch_us);
-        switched_in_[rep] = 1;
+        awake_until_[rep] = switch_in(int(rep), ready_[i]);
         complete(i, awake_until_[rep], hops_ready_[i]);
         continue;
       }
@@ -571,8 +575,7 @@ Status Sim::run(SimResult* out) {
         // in already (as for waits, above).
         const auto rep = size_t(s_.owner[i]);
         if (!switched_in_[rep] && arrived_[i] > active_until_[rep]) {
-          switched_in_[rep] = 1;
-          complete(i, on_cpu(m_.host_of(int(rep)), ready_[i], m_.switch_us) + cost, hops_ready_[i]);
+          complete(i, switch_in(int(rep), ready_[i]) + cost, hops_ready_[i]);
           continue;
         }
       }
