@@ -1,7 +1,7 @@
 // `conflux perf moe`: times the round trip of a MoE layer (tokens in their
 // order -> expert-major blocks -> combined back: the count exchange and the
-// permutations included), per iteration the slowest rank's time, median and
-// p99, with the bytes sent over links and the receive memory committed.
+// permutations included), per iteration (all ranks starting it together)
+// the slowest rank's time, median and p99, with the bytes sent over links and the receive memory committed.
 #include "perf_moe.h"
 
 #include "moe_routing.h"
@@ -159,6 +159,10 @@ int run_moe_perf(const MoePerfOptions& o) {
       for (size_t t = 0; t < nt; ++t)
         moe_route(&routing, cdf.data(), o.experts, c.top_k, o.seed, rank, it, t, &idx[t * k], &w[t * k]);
       cfxMoeHandle_t h = nullptr;
+      // Every rank starts the round trip together, as the MPI and gloo
+      // drivers do: the slowest rank's time is then the round trip itself,
+      // not that plus how far the ranks drifted apart in the last one.
+      cfxBarrier(comm);
       const auto t0 = std::chrono::steady_clock::now();
       // The experts are the identity: the time is the layer's communication and permutations.
       failed = cfxMoeDispatch(moe, tokens.data(), nt, idx.data(), w.data(), expert_rows.data(), capacity_rows,
