@@ -4,6 +4,7 @@
 // the slowest rank's time, median and p99, with the bytes sent over links and the receive memory committed.
 #include "perf_moe.h"
 
+#include "core/half.h"
 #include "moe_routing.h"
 
 #include <conflux/conflux.h>
@@ -36,6 +37,54 @@ double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
   const size_t i = std::min(v.size() - 1, static_cast<size_t>(std::lround(p * static_cast<double>(v.size() - 1))));
   return v[i];
+}
+
+float widen(const uint8_t* base, size_t i, cfxDataType_t t) {
+  if (t == cfxFloat32) {
+    float v;
+    std::memcpy(&v, base + i * 4, 4);
+    return v;
+  }
+  uint16_t b;
+  std::memcpy(&b, base + i * 2, 2);
+  return t == cfxBfloat16 ? bf16_to_float(b) : half_to_float(b);
+}
+
+bool same_after_rounding(float acc, const uint8_t* out, size_t i, cfxDataType_t t) {
+  if (t == cfxFloat32) return widen(out, i, t) == acc;
+  uint16_t b;
+  std::memcpy(&b, out + i * 2, 2);
+  return b == (t == cfxBfloat16 ? float_to_bf16(acc) : float_to_half(acc));
+}
+
+// Elements of the combined tokens that differ from the contract's sum. The
+// experts are the identity, so token t comes back as the sum over j, in j
+// order and in float, of w[t*k+j] times its own row, rounded once; an
+// element is right if it matches that sum done with fused multiply-adds or
+// without (the contract allows either). With host partial sums the terms
+// are grouped (and, for 16-bit types, rounded) per host: then an element is
+// right within `tolerance` of the sum, relative (every term of a token's sum
+// has the same sign, so the grouping's error is relative to the sum).
+size_t count_wrong_tokens(const uint8_t* tokens, const uint8_t* out, size_t ntokens, size_t hidden, size_t k,
+                          const float* w, cfxDataType_t t, double tolerance) {
+  size_t wrong = 0;
+  for (size_t tok = 0; tok < ntokens; ++tok)
+    for (size_t i = 0; i < hidden; ++i) {
+      const size_t at = tok * hidden + i;
+      const float x = widen(tokens, at, t);
+      float fused = 0, plain = 0;
+      for (size_t j = 0; j < k; ++j) {
+        fused = std::fma(w[tok * k + j], x, fused);
+        const float product = w[tok * k + j] * x;
+        plain += product;
+      }
+      if (tolerance > 0) {
+        if (std::fabs(static_cast<double>(widen(out, at, t)) - fused) > tolerance * std::fabs(fused)) ++wrong;
+      } else if (!same_after_rounding(fused, out, at, t) && !same_after_rounding(plain, out, at, t)) {
+        ++wrong;
+      }
+    }
+  return wrong;
 }
 
 // A caller's buffer for the expert rows: from the heap, or from cfxMemAlloc.
@@ -106,12 +155,19 @@ int run_moe_perf(const MoePerfOptions& o) {
     std::printf("# conflux perf moe: %d ranks, %d experts, %s, %d iterations (+%d warm-up), slowest rank per iteration%s\n",
                 n, o.experts, o.dtype.c_str(), o.iters, o.warmup,
                 o.empty_ranks > 0 ? (", the last " + std::to_string(o.empty_ranks) + " rank(s) without tokens").c_str() : "");
-    std::printf("# %8s %7s %5s %10s %11s %11s %13s %11s %12s\n", "tokens", "hidden", "topk", "routing", "median(us)",
-                "p99(us)", "wire(MiB/it)", "commit/recv", "net(MiB/it)");
+    std::printf("# %8s %7s %5s %10s %11s %11s %13s %11s %12s %7s\n", "tokens", "hidden", "topk", "routing",
+                "median(us)", "p99(us)", "wire(MiB/it)", "commit/recv", "net(MiB/it)", "#wrong");
   }
   const size_t elem = cfxTypeSize(dtype);
   std::vector<int> placement(static_cast<size_t>(o.experts));
   for (int e = 0; e < o.experts; ++e) placement[e] = static_cast<int>(static_cast<int64_t>(e) * n / o.experts);
+  // Host partial sums round differently from the j-order sum: each partial
+  // once more in the datatype (16-bit: half an ulp, 2^-8 or 2^-11 relative),
+  // then the token's sum; twice that is the bound the check allows.
+  const double tolerance = o.host_partial_sums == 0 ? 0
+                           : dtype == cfxBfloat16    ? std::ldexp(1.0, -6)
+                           : dtype == cfxFloat16     ? std::ldexp(1.0, -9)
+                                                     : std::ldexp(1.0, -20);
   int status = 0;
   for (const Case& c : cases) {
     cfxMoeConfig_t cfg{};
@@ -152,7 +208,7 @@ int run_moe_perf(const MoePerfOptions& o) {
     std::vector<float> w(idx.size());
     std::vector<double> cdf(static_cast<size_t>(o.experts));
     std::vector<double> times;
-    size_t wire = 0, received = 0, committed = 0, network = 0;
+    size_t wire = 0, received = 0, committed = 0, network = 0, wrong = 0;
     bool failed = false;
     for (int it = 0; it < o.warmup + o.iters && !failed; ++it) {
       moe_popularity(&routing, o.experts, it, cdf.data());
@@ -176,6 +232,8 @@ int run_moe_perf(const MoePerfOptions& o) {
         std::fprintf(stderr, "conflux perf moe: rank %d: %s\n", rank, cfxGetLastError(comm));
         break;
       }
+      if (it + 1 == o.warmup + o.iters)  // the last round trip, checked outside the timed part
+        wrong = count_wrong_tokens(tokens.data(), out.data(), nt, c.hidden, k, w.data(), dtype, tolerance);
       if (it >= o.warmup) {
         times.push_back(us);
         size_t wb = 0, rb = 0, cb = 0;
@@ -197,15 +255,22 @@ int run_moe_perf(const MoePerfOptions& o) {
     // The slowest rank's time per iteration; the bytes of all ranks.
     std::vector<double> slowest(times.size());
     cfxAllReduce(times.data(), slowest.data(), times.size(), cfxFloat64, cfxMax, comm);
-    double totals[4] = {static_cast<double>(wire), static_cast<double>(received), static_cast<double>(committed),
-                        static_cast<double>(network)},
-           sums[4];
-    cfxAllReduce(totals, sums, 4, cfxFloat64, cfxSum, comm);
+    double totals[5] = {static_cast<double>(wire), static_cast<double>(received), static_cast<double>(committed),
+                        static_cast<double>(network), static_cast<double>(wrong)},
+           sums[5];
+    cfxAllReduce(totals, sums, 5, cfxFloat64, cfxSum, comm);
     if (rank == 0)
-      std::printf("  %8zu %7zu %5d %10s %11.1f %11.1f %13.3f %11.3f %12.3f\n", c.tokens, c.hidden, c.top_k,
+      std::printf("  %8zu %7zu %5d %10s %11.1f %11.1f %13.3f %11.3f %12.3f %7.0f\n", c.tokens, c.hidden, c.top_k,
                   c.routing.c_str(), percentile(slowest, 0.5), percentile(slowest, 0.99), sums[0] / o.iters / (1 << 20),
-                  sums[1] > 0 ? sums[2] / sums[1] : 1.0, sums[3] / o.iters / (1 << 20));
+                  sums[1] > 0 ? sums[2] / sums[1] : 1.0, sums[3] / o.iters / (1 << 20), sums[4]);
     std::fflush(stdout);
+    if (sums[4] > 0) {
+      if (rank == 0)
+        std::fprintf(stderr, "conflux perf moe: %.0f combined elements differ from the weighted sum of their tokens\n",
+                     sums[4]);
+      status = 1;
+      break;
+    }
   }
   cfxCommDestroy(comm);
   return status;
