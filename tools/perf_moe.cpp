@@ -65,22 +65,30 @@ bool same_after_rounding(float acc, const uint8_t* out, size_t i, cfxDataType_t 
 // are grouped (and, for 16-bit types, rounded) per host: then an element is
 // right within `tolerance` of the sum, relative (every term of a token's sum
 // has the same sign, so the grouping's error is relative to the sum).
-size_t count_wrong_tokens(const uint8_t* tokens, const uint8_t* out, size_t ntokens, size_t hidden, size_t k,
-                          const float* w, cfxDataType_t t, double tolerance) {
+struct RoundTrip {
+  const uint8_t* tokens;  // ntokens x hidden, in
+  const uint8_t* out;     // ntokens x hidden, combined
+  const float* weights;   // ntokens x top_k
+  size_t ntokens, hidden, top_k;
+  cfxDataType_t dtype;
+};
+
+size_t count_wrong_tokens(const RoundTrip& r, double tolerance) {
+  const size_t k = r.top_k;
   size_t wrong = 0;
-  for (size_t tok = 0; tok < ntokens; ++tok)
-    for (size_t i = 0; i < hidden; ++i) {
-      const size_t at = tok * hidden + i;
-      const float x = widen(tokens, at, t);
+  for (size_t tok = 0; tok < r.ntokens; ++tok)
+    for (size_t i = 0; i < r.hidden; ++i) {
+      const size_t at = tok * r.hidden + i;
+      const float x = widen(r.tokens, at, r.dtype);
       float fused = 0, plain = 0;
       for (size_t j = 0; j < k; ++j) {
-        fused = std::fma(w[tok * k + j], x, fused);
-        const float product = w[tok * k + j] * x;
+        fused = std::fma(r.weights[tok * k + j], x, fused);
+        const float product = r.weights[tok * k + j] * x;
         plain += product;
       }
       if (tolerance > 0) {
-        if (std::fabs(static_cast<double>(widen(out, at, t)) - fused) > tolerance * std::fabs(fused)) ++wrong;
-      } else if (!same_after_rounding(fused, out, at, t) && !same_after_rounding(plain, out, at, t)) {
+        if (std::fabs(static_cast<double>(widen(r.out, at, r.dtype)) - fused) > tolerance * std::fabs(fused)) ++wrong;
+      } else if (!same_after_rounding(fused, r.out, at, r.dtype) && !same_after_rounding(plain, r.out, at, r.dtype)) {
         ++wrong;
       }
     }
@@ -233,7 +241,7 @@ int run_moe_perf(const MoePerfOptions& o) {
         break;
       }
       if (it + 1 == o.warmup + o.iters)  // the last round trip, checked outside the timed part
-        wrong = count_wrong_tokens(tokens.data(), out.data(), nt, c.hidden, k, w.data(), dtype, tolerance);
+        wrong = count_wrong_tokens({tokens.data(), out.data(), w.data(), nt, c.hidden, k, dtype}, tolerance);
       if (it >= o.warmup) {
         times.push_back(us);
         size_t wb = 0, rb = 0, cb = 0;

@@ -55,7 +55,7 @@ for mode in "hierarchical:" "flat:CONFLUX_MOE_HIER=0" "host sums:" ; do
   label=${mode%%:*} env_set=${mode#*:}
   extra=()
   [ "$label" = "host sums" ] && extra=(--host-partial-sums 2)
-  # shellcheck disable=SC2086
+  # shellcheck disable=SC2086,SC2163  # env_set is NAME=VALUE, exported as such
   out=$([ -z "$env_set" ] || export $env_set
         CONFLUX_DEBUG=WARN cfx_run_cluster 2 2 timeout 120 "$tool" perf moe --experts 12 --hidden 40 \
           --topk 3 --moe-iters 3 --moe-warmup 1 --tokens 0,7,130 --routing uniform,half "${extra[@]}" 2>&1) ||
