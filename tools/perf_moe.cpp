@@ -1,10 +1,11 @@
 // `conflux perf moe`: times the round trip of a MoE layer (tokens in their
 // order -> expert-major blocks -> combined back: the count exchange and the
 // permutations included), per iteration (all ranks starting it together)
-// the slowest rank's time, median and p99, with the bytes sent over links and the receive memory committed.
+// the slowest rank's time, median and p99, with the bytes sent over links
+// and the receive memory committed.
 #include "perf_moe.h"
 
-#include "core/half.h"
+#include "core/check_data.h"
 #include "moe_routing.h"
 
 #include <conflux/conflux.h>
@@ -39,24 +40,6 @@ double percentile(std::vector<double> v, double p) {
   return v[i];
 }
 
-float widen(const uint8_t* base, size_t i, cfxDataType_t t) {
-  if (t == cfxFloat32) {
-    float v;
-    std::memcpy(&v, base + i * 4, 4);
-    return v;
-  }
-  uint16_t b;
-  std::memcpy(&b, base + i * 2, 2);
-  return t == cfxBfloat16 ? bf16_to_float(b) : half_to_float(b);
-}
-
-bool same_after_rounding(float acc, const uint8_t* out, size_t i, cfxDataType_t t) {
-  if (t == cfxFloat32) return widen(out, i, t) == acc;
-  uint16_t b;
-  std::memcpy(&b, out + i * 2, 2);
-  return b == (t == cfxBfloat16 ? float_to_bf16(acc) : float_to_half(acc));
-}
-
 // Elements of the combined tokens that differ from the contract's sum. The
 // experts are the identity, so token t comes back as the sum over j, in j
 // order and in float, of w[t*k+j] times its own row, rounded once; an
@@ -79,16 +62,17 @@ size_t count_wrong_tokens(const RoundTrip& r, double tolerance) {
   for (size_t tok = 0; tok < r.ntokens; ++tok)
     for (size_t i = 0; i < r.hidden; ++i) {
       const size_t at = tok * r.hidden + i;
-      const float x = widen(r.tokens, at, r.dtype);
+      const auto x = static_cast<float>(check::load(r.tokens, at, r.dtype));
       float fused = 0, plain = 0;
       for (size_t j = 0; j < k; ++j) {
         fused = std::fma(r.weights[tok * k + j], x, fused);
         const float product = r.weights[tok * k + j] * x;
         plain += product;
       }
+      const double got = check::load(r.out, at, r.dtype);
       if (tolerance > 0) {
-        if (std::fabs(static_cast<double>(widen(r.out, at, r.dtype)) - fused) > tolerance * std::fabs(fused)) ++wrong;
-      } else if (!same_after_rounding(fused, r.out, at, r.dtype) && !same_after_rounding(plain, r.out, at, r.dtype)) {
+        if (std::fabs(got - fused) > tolerance * std::fabs(fused)) ++wrong;
+      } else if (got != check::as_type(fused, r.dtype) && got != check::as_type(plain, r.dtype)) {
         ++wrong;
       }
     }
