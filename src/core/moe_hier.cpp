@@ -203,24 +203,32 @@ Status host_partial_combine(cfxMoeHandle* h, const void* expert_out, void* token
   const size_t partial = as_float ? hidden * sizeof(float) : row;
   // 1. Within each host: every expert rank's rows back to the proxies they
   //    came through, in the order each proxy sent them.
+  //    A rank that is its own proxy reads those rows where they lie
+  //    instead of copying them to itself twice.
   std::vector<uint64_t> up(n * n, 0);
   for (size_t s = 0; s < n; ++s)
-    for (size_t d = 0; d < n; ++d)
-      if (h->pair_matrix[s * n + d] > 0)
-        up[d * n + static_cast<size_t>(proxy_of(*moe, static_cast<int>(s), moe->host_of[d]))] +=
-            h->pair_matrix[s * n + d] * row;
+    for (size_t d = 0; d < n; ++d) {
+      const size_t p = static_cast<size_t>(proxy_of(*moe, static_cast<int>(s), moe->host_of[d]));
+      if (h->pair_matrix[s * n + d] > 0 && p != d) up[d * n + p] += h->pair_matrix[s * n + d] * row;
+    }
   Bytes& rows_up = moe->send_scratch;
+  const std::vector<uint8_t> zeros(row, 0);  // a dropped row contributes nothing
+  std::vector<const uint8_t*> own_rows;      // the rows this rank returns to itself, in order
   size_t total = 0;
-  for (size_t s = 0; s < n; ++s) total += h->targets[s].size() * row;
+  for (size_t d = 0; d < n; ++d) total += up[me * n + d];
   rows_up.resize(total);
   uint8_t* at = rows_up.data();
   for (size_t p = 0; p < n; ++p)
     for (size_t s = 0; s < n; ++s) {
       if (static_cast<size_t>(proxy_of(*moe, static_cast<int>(s), static_cast<int>(my_host))) != p) continue;
       for (const cfxMoeHandle::Target& tg : h->targets[s]) {
-        if (tg.row >= 0) std::memcpy(at, static_cast<const uint8_t*>(expert_out) + tg.row * row, row);
-        else std::memset(at, 0, row);  // dropped: contributes nothing
-        at += row;
+        const uint8_t* src = tg.row >= 0 ? static_cast<const uint8_t*>(expert_out) + tg.row * row : zeros.data();
+        if (p == me) {
+          own_rows.push_back(src);
+        } else {
+          std::memcpy(at, src, row);
+          at += row;
+        }
       }
     }
   Bytes& got = moe->recv_scratch;
@@ -251,7 +259,12 @@ Status host_partial_combine(cfxMoeHandle* h, const void* expert_out, void* token
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (uint32_t q = 0; q < m; ++q) {
         const cfxMoeHandle::ProxyTarget& pt = h->proxy_targets[s][next++];
-        accumulate(acc.data(), got.data() + from[static_cast<size_t>(pt.rank)] + pt.pos * row, pt.weight, hidden);
+        if (static_cast<size_t>(pt.rank) == me && pt.pos >= own_rows.size())
+          return internal_error("cfxMoeCombine: rank " + std::to_string(me) + " keeps fewer rows than it proxied");
+        const uint8_t* src = static_cast<size_t>(pt.rank) == me
+                                 ? own_rows[pt.pos]
+                                 : got.data() + from[static_cast<size_t>(pt.rank)] + pt.pos * row;
+        accumulate(acc.data(), src, pt.weight, hidden);
       }
       if (as_float) std::memcpy(at, acc.data(), partial);
       else store_out(at, acc.data(), hidden);
