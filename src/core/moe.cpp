@@ -192,7 +192,7 @@ Status exchange_known(cfxMoeHandle* h, const Bytes& send, const std::vector<uint
     op.sendcounts[p] = bytes[me * n + p], op.sdispls[p] = so, so += op.sendcounts[p];
     op.recvcounts[p] = bytes[p * n + me], op.rdispls[p] = ro, ro += op.recvcounts[p];
   }
-  recv->resize(ro);
+  fit(recv, ro);
   *rdispls = op.rdispls;
   op.sendbuf = send.data();
   op.recvbuf = recv->data();
@@ -326,7 +326,7 @@ void pack_by_rank(const cfxMoe& moe, const void* tokens, const std::vector<RankR
     (*sd)[d] = total;
     total += ((*sc)[d] = record_message_bytes(out[d], moe.row_bytes, &meta));
   }
-  send->resize(total);
+  fit(send, total);
   for (size_t d = 0; d < n; ++d) write_record_message(out[d], tokens, moe.row_bytes, send->data() + (*sd)[d]);
 }
 
@@ -420,7 +420,7 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
     h->host_records.resize(n * hosts);
     for (size_t s = 0; s < n; ++s)
       for (size_t q = 0; q < hosts; ++q) h->host_records[s * hosts + q] = all[s * nextra + 2 + 2 * n + E + q];
-    recv.resize(recv_bytes);
+    fit(&recv, recv_bytes);
     return static_cast<void*>(recv.data());
   };
   OpDesc op;
@@ -513,7 +513,7 @@ Status return_rows(cfxMoeHandle* h, const void* expert_out, Bytes* recv, std::ve
   size_t total = 0;
   for (size_t s = 0; s < n; ++s) total += h->targets[s].size() * row;
   Bytes& send = moe->send_scratch;
-  send.resize(total);
+  fit(&send, total);
   size_t at = 0;
   for (size_t s = 0; s < n; ++s)
     for (const cfxMoeHandle::Target& tg : h->targets[s]) {
@@ -564,7 +564,7 @@ Status replay(cfxMoeHandle* h, const void* tokens, void* expert_tokens, bool sca
   size_t total = 0;
   for (size_t d = 0; d < n; ++d) total += h->sent[d].size() * row;
   Bytes& send = moe->send_scratch;
-  send.resize(total);
+  fit(&send, total);
   size_t at = 0;
   for (size_t d = 0; d < n; ++d)
     for (uint32_t t : h->sent[d]) {

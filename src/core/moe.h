@@ -60,6 +60,19 @@ struct UninitAllocator : std::allocator<T> {
   }
 };
 using Bytes = std::vector<uint8_t, UninitAllocator<uint8_t>>;
+
+// Sizes a scratch buffer that the caller then fills afresh. Growing keeps
+// no contents (no copy of the old bytes) and leaves half as much again of
+// room: the sizes of a skewed routing wander from call to call, and each
+// new maximum used to cost a reallocation, a copy and fresh pages to fault
+// in, in the slowest iterations. Room never touched is never committed.
+inline void fit(Bytes* b, size_t bytes) {
+  if (bytes > b->capacity()) {
+    b->clear();
+    b->reserve(bytes + bytes / 2);
+  }
+  b->resize(bytes);
+}
 }  // namespace conflux
 
 struct cfxMoe {

@@ -90,7 +90,7 @@ void pack_by_host(const cfxMoe& moe, const void* tokens, size_t ntokens, const i
     if (host_at[p] < 0 || by_host[static_cast<size_t>(host_at[p])].empty()) continue;
     total += ((*sc)[p] = record_message_bytes(by_host[static_cast<size_t>(host_at[p])], row, &meta));
   }
-  send->resize(total);
+  fit(send, total);
   for (size_t p = 0; p < n; ++p)
     if ((*sc)[p] > 0) write_record_message(by_host[static_cast<size_t>(host_at[p])], tokens, row, send->data() + (*sd)[p]);
 }
@@ -118,7 +118,7 @@ Status fan_out_on_host(cfxMoeHandle* h, const Bytes& recv, const std::vector<siz
   size_t total = 0;
   for (size_t d = 0; d < n; ++d) total += bytes[static_cast<size_t>(me) * n + d];
   Bytes& send = moe->send_scratch;
-  send.resize(total);
+  fit(&send, total);
   uint8_t* at = send.data();
   std::vector<RecordTarget> mine;
   for (size_t d = 0; d < n; ++d) {
@@ -216,7 +216,7 @@ Status host_partial_combine(cfxMoeHandle* h, const void* expert_out, void* token
   std::vector<const uint8_t*> own_rows;      // the rows this rank returns to itself, in order
   size_t total = 0;
   for (size_t d = 0; d < n; ++d) total += up[me * n + d];
-  rows_up.resize(total);
+  fit(&rows_up, total);
   uint8_t* at = rows_up.data();
   for (size_t p = 0; p < n; ++p)
     for (size_t s = 0; s < n; ++s) {
@@ -244,7 +244,7 @@ Status host_partial_combine(cfxMoeHandle* h, const void* expert_out, void* token
   Bytes& sums = moe->forward_scratch;
   total = 0;
   for (size_t s = 0; s < n; ++s) total += down[me * n + s];
-  sums.resize(total);
+  fit(&sums, total);
   const MoeAccumulateFn accumulate = moe_accumulate_for(c.datatype);
   const MoeStoreFn store_out = moe_store_for(c.datatype);
   std::vector<float> acc(hidden);

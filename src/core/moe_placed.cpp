@@ -192,7 +192,7 @@ Status placed_combine(cfxMoeHandle* h, const void* expert_out, const float* weig
     h->combine_schedule = build(*moe, placements, false);
   }
   Bytes& recv = moe->recv_scratch;
-  recv.resize(std::max<size_t>(h->remote_pairs, 1) * row);
+  fit(&recv, std::max<size_t>(h->remote_pairs, 1) * row);
   CFX_RETURN_IF_ERROR(run_placed(moe, h->combine_schedule, expert_out, h->expert_rows, recv.data(), h->remote_pairs));
   h->wire_bytes += h->remote_pairs * row;
   h->received_bytes += h->remote_pairs * row;
@@ -218,7 +218,7 @@ Status placed_replay(cfxMoeHandle* h, const void* tokens, void* expert_tokens, b
   } else {
     // Each pair's row scaled by its weight, then placed like dispatch's.
     Bytes& scaled = moe->send_scratch;
-    scaled.resize(std::max<size_t>(h->pair_row.size(), 1) * row);
+    fit(&scaled, std::max<size_t>(h->pair_row.size(), 1) * row);
     for (size_t p = 0; p < h->pair_row.size(); ++p) {
       if (h->pair_row[p] < 0) continue;
       const void* src = static_cast<const uint8_t*>(tokens) + (p / k) * row;
