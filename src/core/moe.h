@@ -92,6 +92,7 @@ struct cfxMoe {
   // each call, cost page faults on every byte.
   conflux::Bytes send_scratch, recv_scratch;
   conflux::Bytes forward_scratch;           // the hierarchical dispatch's second exchange
+  conflux::Bytes own_targets;  // a proxy's targets of the rows it keeps (RecordTarget, packed)
   std::vector<conflux::SharedBytes> spare_rows;  // expert-row buffers of freed handles
 };
 
@@ -223,7 +224,8 @@ void pack_by_host(const cfxMoe& moe, const void* tokens, size_t ntokens, const i
                   std::vector<uint64_t>* host_tokens);
 // What arrived at the proxies (recv, by source rank at rd[s], rc[s] bytes)
 // fanned out to the ranks of each host: `arrivals[s]` are the rows source
-// s sent this rank, in its token order. Needs h->pair_matrix and
+// s sent this rank, in its token order; rows this rank proxied to itself
+// point into `recv`, which must outlive them. Needs h->pair_matrix and
 // record_matrix (every rank's per-destination traffic, from the counts).
 Status fan_out_on_host(cfxMoeHandle* h, const Bytes& recv, const std::vector<size_t>& rc,
                        const std::vector<size_t>& rd, std::vector<std::vector<Arrival>>* arrivals);

@@ -12,7 +12,8 @@
 // counts exchange 1 gathered): each proxy gives each rank of its host the
 // tokens with experts there, with the source rank and those targets only.
 // Each source reaches a rank through one proxy, in its token order, so the
-// expert blocks fill in (source rank, token) order as on the flat path.
+// expert blocks fill in (source rank, token) order as on the flat path. A
+// proxy's own experts take their rows straight from what exchange 1 brought.
 //
 // A combine with host partial sums runs the same route backwards: each
 // expert rank returns its rows to the proxies they came through (within the
@@ -114,16 +115,26 @@ Status fan_out_on_host(cfxMoeHandle* h, const Bytes& recv, const std::vector<siz
       h->proxy_targets[s].resize(h->proxy_targets[s].size() + a.m);
     }
   }
-  const std::vector<uint64_t> bytes = fan_out_bytes(*h);
-  size_t total = 0;
+  // A proxy's rows for its own experts stay where they arrived: they are
+  // not packed and sent to itself (two copies of up to half of what a proxy
+  // receives), only their targets here are kept. Every rank drops the same
+  // diagonal, so the traffic every rank knows stays one matrix.
+  std::vector<uint64_t> bytes = fan_out_bytes(*h);
+  for (size_t q = 0; q < n; ++q) bytes[q * n + q] = 0;
+  size_t total = 0, targets = 0;
   for (size_t d = 0; d < n; ++d) total += bytes[static_cast<size_t>(me) * n + d];
+  for (size_t s = 0; s < n; ++s) targets += h->proxy_targets[s].size();
   Bytes& send = moe->send_scratch;
   fit(&send, total);
+  Bytes& own = moe->own_targets;
+  fit(&own, targets * sizeof(RecordTarget));  // never outgrown here: no pointer into it moves
+  uint8_t* own_at = own.data();
   uint8_t* at = send.data();
   std::vector<RecordTarget> mine;
   for (size_t d = 0; d < n; ++d) {
+    const bool self = d == static_cast<size_t>(me);
     const size_t want = bytes[static_cast<size_t>(me) * n + d];
-    if (want == 0) continue;
+    if (want == 0 && !self) continue;
     // Entries first, rows after the padded entries; both in (source, token) order.
     std::vector<const uint8_t*> rows;
     uint8_t* entry = at + 4;
@@ -143,6 +154,12 @@ Status fan_out_on_host(cfxMoeHandle* h, const Bytes& recv, const std::vector<siz
           h->proxy_targets[s][first[s][r] + q] = {static_cast<int32_t>(d), returned++, tg.weight};
         }
         if (mine.empty()) continue;
+        if (self) {
+          std::memcpy(own_at, mine.data(), mine.size() * sizeof(RecordTarget));
+          (*arrivals)[s].push_back(Arrival{static_cast<uint32_t>(mine.size()), own_at, a.row});
+          own_at += mine.size() * sizeof(RecordTarget);
+          continue;
+        }
         const uint32_t header[2] = {static_cast<uint32_t>(s), static_cast<uint32_t>(mine.size())};
         const size_t entry_bytes = kEntryHeader + mine.size() * sizeof(RecordTarget);
         if (static_cast<size_t>(entry + entry_bytes - at) > want)
@@ -153,6 +170,7 @@ Status fan_out_on_host(cfxMoeHandle* h, const Bytes& recv, const std::vector<siz
         entry += entry_bytes;
         rows.push_back(a.row);
       }
+    if (self) continue;
     const size_t meta = padded(static_cast<size_t>(entry - at));
     if (meta + rows.size() * row != want)
       return internal_error("cfxMoeDispatch: rank " + std::to_string(me) + "'s rows for rank " + std::to_string(d) +
