@@ -88,8 +88,10 @@ MoeTraffic moe_traffic(const MoeRouting& r, const ClusterModel& m) {
           add(t.hier_combine_net, m, proxy, s, r.partial_bytes);
         }
         add(t.hier_dispatch_net, m, s, proxy, 8 * static_cast<size_t>(pairs));  // the record's targets on d
-        add(t.hier_dispatch_host, m, proxy, d, r.row_bytes);
-        add(t.hier_combine_host, m, d, proxy, r.row_bytes * static_cast<size_t>(pairs));
+        if (proxy != d) {  // a proxy keeps its own experts' rows where they arrived
+          add(t.hier_dispatch_host, m, proxy, d, r.row_bytes);
+          add(t.hier_combine_host, m, d, proxy, r.row_bytes * static_cast<size_t>(pairs));
+        }
       }
       for (int d : ranks_hit) targets_on[static_cast<size_t>(d)] = 0;
     }

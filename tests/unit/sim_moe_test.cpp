@@ -34,12 +34,13 @@ TEST(MoeTraffic, ATokenCrossesOncePerHostOnTheHierarchicalPath) {
   EXPECT_EQ(t.flat_dispatch.network_bytes, 2 * (100 + moe_record_bytes(1)));
   EXPECT_EQ(t.flat_dispatch.bytes[0 * 4 + 2], 100 + moe_record_bytes(1));
   // Hierarchical: one row to rank 2 (host 1's rank with local index 0),
-  // with both targets; rank 2 keeps one copy and forwards one to rank 3.
+  // with both targets; rank 2 keeps the row where it arrived (nothing sent
+  // to itself) and forwards one copy to rank 3.
   EXPECT_EQ(t.hier_dispatch_net.network_bytes, 100u + 2 * 8);
   EXPECT_EQ(t.hier_dispatch_net.bytes[0 * 4 + 2], 100u + 2 * 8);
   EXPECT_EQ(t.hier_dispatch_host.network_bytes, 0u);
   EXPECT_EQ(t.hier_dispatch_host.bytes[2 * 4 + 3], 100u);
-  EXPECT_EQ(t.hier_dispatch_host.bytes[2 * 4 + 2], 100u);
+  EXPECT_EQ(t.hier_dispatch_host.bytes[2 * 4 + 2], 0u);
   // Combine: two rows back flat, one partial sum hierarchical.
   EXPECT_EQ(t.flat_combine.network_bytes, 200u);
   EXPECT_EQ(t.hier_combine_net.network_bytes, 200u);
@@ -53,7 +54,7 @@ TEST(MoeTraffic, TokensWhoseExpertsShareARankCrossOnceFlatToo) {
   EXPECT_EQ(t.flat_dispatch.network_bytes, 100 + moe_record_bytes(1));
   // The proxy of rank 1 (local index 1) on host 1 is rank 3 itself.
   EXPECT_EQ(t.hier_dispatch_net.bytes[1 * 4 + 3], 100u + 8);
-  EXPECT_EQ(t.hier_dispatch_host.bytes[3 * 4 + 3], 100u);
+  EXPECT_EQ(t.hier_dispatch_host.bytes[3 * 4 + 3], 0u);  // its own expert: kept, not forwarded
   // Local experts: rank 1 keeps its own row, rank 0 gets one over shared memory.
   EXPECT_EQ(t.flat_dispatch.bytes[1 * 4 + 0], 100 + moe_record_bytes(1));
 }
