@@ -196,6 +196,10 @@ Schedule direct_alltoallv(const CollArgs& a);
 // so no peer still touches its buffers.
 Schedule placed_writes(const CollArgs& a);
 Schedule placed_reads(const CollArgs& a);
+// Either of them built into `reuse`, which is cleared first and keeps its
+// storage: a caller that builds one per call (a step per row adds up)
+// hands back the previous call's schedule instead of allocating afresh.
+Schedule placed_exchange(const CollArgs& a, bool writes, Schedule reuse);
 // Barrier by flags: signal, then wait for every peer's signal.
 Schedule flag_barrier(const CollArgs& a);
 

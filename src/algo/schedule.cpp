@@ -4,6 +4,16 @@
 
 namespace conflux::algo {
 
+void Schedule::clear() {
+  steps.clear();
+  deps.clear();
+  sources.clear();
+  scratch_bytes = 0;
+  staging_extent = 0;
+  algorithm.clear();
+  shape_steps_ = shape_deps_ = shape_sources_ = kUnknown;
+}
+
 int Schedule::add(Step step, std::initializer_list<int> after) {
   step.dep_begin = static_cast<uint32_t>(deps.size());
   for (int d : after)
@@ -168,7 +178,14 @@ bool in_order(const Schedule& s, const Schedule::Shape& sh) {
 }  // namespace
 
 const Schedule::Shape& Schedule::derive_shape() const {
-  Shape sh;
+  // Filled in place: a cleared schedule built again keeps these vectors' storage.
+  Shape& sh = shape_;
+  sh.one_sided = sh.uses_staging = sh.in_order = false;
+  sh.staging_reach = 0;
+  sh.one_sided_peers.clear();
+  sh.ready_at_once.clear();
+  sh.ready_waits.clear();
+  sh.link_steps.clear();
   auto staged = [&sh](const Slice& sl) {
     if (sl.buf != kStaging || sl.bytes == 0) return false;
     sh.staging_reach = std::max(sh.staging_reach, sl.offset + sl.bytes);
@@ -202,15 +219,20 @@ const Schedule::Shape& Schedule::derive_shape() const {
   }
   std::sort(sh.one_sided_peers.begin(), sh.one_sided_peers.end());
   sh.one_sided_peers.erase(std::unique(sh.one_sided_peers.begin(), sh.one_sided_peers.end()), sh.one_sided_peers.end());
+  // dependents_begin[d + 1] holds d's count: its prefix sums are where each
+  // step's dependents start, one place to the right. Filling advances
+  // dependents_begin[d], which leaves each entry at the next one's start;
+  // shifting it back by one restores the starts.
   for (size_t i = 0; i < n; ++i) sh.dependents_begin[i + 1] += sh.dependents_begin[i];
   sh.dependents.resize(deps.size());
-  std::vector<uint32_t> fill(sh.dependents_begin.begin(), sh.dependents_begin.end() - 1);
   for (size_t i = 0; i < n; ++i) {
     const Step& s = steps[i];
-    for (uint32_t k = 0; k < s.dep_count; ++k) sh.dependents[fill[deps[s.dep_begin + k]]++] = static_cast<uint32_t>(i);
+    for (uint32_t k = 0; k < s.dep_count; ++k)
+      sh.dependents[sh.dependents_begin[deps[s.dep_begin + k]]++] = static_cast<uint32_t>(i);
   }
+  for (size_t i = n; i > 0; --i) sh.dependents_begin[i] = sh.dependents_begin[i - 1];
+  sh.dependents_begin[0] = 0;
   sh.in_order = in_order(*this, sh);
-  shape_ = std::move(sh);
   shape_steps_ = steps.size();
   shape_deps_ = deps.size();
   shape_sources_ = sources.size();

@@ -96,6 +96,11 @@ struct Schedule {
   size_t staging_extent = 0;
   std::string algorithm;  // e.g. "ring", for logs and `conflux plan`
 
+  // Empties the schedule for another build, keeping its storage: a caller
+  // that builds a large schedule per call (MoE's placed exchanges, a step
+  // per row) reuses the memory instead of allocating and faulting it in.
+  void clear();
+
   // Each add returns the step's index; a negative dependency is ignored, so
   // builders can pass "the step that would exist" without special cases.
   int add(Step step, std::initializer_list<int> after = {});

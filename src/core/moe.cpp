@@ -702,8 +702,11 @@ cfxResult_t cfxMoeDropped(cfxMoeHandle_t handle, size_t* dropped) {
 }
 
 cfxResult_t cfxMoeHandleFree(cfxMoeHandle_t handle) {
-  if (handle != nullptr && !handle->owned_rows.empty() && handle->moe->spare_rows.size() < 4)
+  if (handle == nullptr) return cfxSuccess;
+  if (!handle->owned_rows.empty() && handle->moe->spare_rows.size() < 4)
     handle->moe->spare_rows.push_back(std::move(handle->owned_rows));
+  conflux::moe::keep_schedule(handle->moe, &handle->dispatch_schedule);
+  conflux::moe::keep_schedule(handle->moe, &handle->combine_schedule);
   delete handle;
   return cfxSuccess;
 }

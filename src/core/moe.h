@@ -26,6 +26,7 @@
 // (combine), as placed exchanges (algo::placed_writes / placed_reads).
 #pragma once
 
+#include "algo/schedule.h"
 #include "core/comm.h"
 #include "core/op.h"
 #include "core/shared_bytes.h"
@@ -94,6 +95,11 @@ struct cfxMoe {
   conflux::Bytes forward_scratch;           // the hierarchical dispatch's second exchange
   conflux::Bytes own_targets;  // a proxy's targets of the rows it keeps (RecordTarget, packed)
   std::vector<conflux::SharedBytes> spare_rows;  // expert-row buffers of freed handles
+  // The storage of placed schedules that freed handles and single calls
+  // left: they hold a step per run of rows (tens of thousands at 4096
+  // tokens), and built afresh each call their memory went back to the
+  // system and was faulted in again, which cost more than the copies.
+  std::vector<conflux::algo::Schedule> spare_schedules;
 };
 
 struct cfxMoeHandle {
@@ -170,6 +176,10 @@ void store(void* base, size_t i, float v, cfxDataType_t t);
 // nothing), accumulated in float and rounded once to the datatype.
 void sum_rows(const cfxMoeHandle& h, const uint8_t* const* rows, const float* weights, bool use_handle_weights,
               void* tokens_out);
+
+// Hands a placed schedule's storage back to the layer (cfxMoe::spare_schedules)
+// when nothing else holds it, and resets the pointer.
+void keep_schedule(cfxMoe* moe, std::shared_ptr<const algo::Schedule>* schedule);
 
 // Runs the communicator's operation under the layer's deadline.
 Status run_op(cfxMoe* moe, OpDesc op);

@@ -22,8 +22,8 @@ namespace conflux::moe {
 
 namespace {
 
-std::shared_ptr<const algo::Schedule> build(const cfxMoe& moe, const std::vector<algo::Placement>& placements,
-                                            bool writes) {
+// Builds into the storage of a schedule an earlier call left, where there is one.
+std::shared_ptr<const algo::Schedule> build(cfxMoe& moe, const std::vector<algo::Placement>& placements, bool writes) {
   algo::CollArgs a;
   a.coll = Coll::kAlltoAllv;
   a.nranks = moe.comm->nranks();
@@ -31,7 +31,13 @@ std::shared_ptr<const algo::Schedule> build(const cfxMoe& moe, const std::vector
   a.elem = moe.row_bytes;
   a.placements = placements.data();
   a.placement_count = placements.size();
-  return std::make_shared<const algo::Schedule>(writes ? algo::placed_writes(a) : algo::placed_reads(a));
+  algo::Schedule reuse;
+  if (!moe.spare_schedules.empty()) {
+    reuse = std::move(moe.spare_schedules.back());
+    moe.spare_schedules.pop_back();
+  }
+  // Not const: keep_schedule takes the storage back through this pointer.
+  return std::make_shared<algo::Schedule>(algo::placed_exchange(a, writes, std::move(reuse)));
 }
 
 // Runs a placed exchange between `send` (send_rows rows of this rank that
@@ -63,6 +69,13 @@ std::vector<algo::Placement> dispatch_placements(const cfxMoeHandle& h, int me, 
 }
 
 }  // namespace
+
+void keep_schedule(cfxMoe* moe, std::shared_ptr<const algo::Schedule>* schedule) {
+  constexpr size_t kSpares = 4;  // a dispatch's and a combine's, and room for a replay's
+  if (*schedule != nullptr && schedule->use_count() == 1 && moe->spare_schedules.size() < kSpares)
+    moe->spare_schedules.push_back(std::move(*std::const_pointer_cast<algo::Schedule>(*schedule)));
+  schedule->reset();
+}
 
 Status placed_dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* topk_idx,
                        const float* topk_weights, void* expert_tokens, size_t capacity_rows,
@@ -178,8 +191,10 @@ Status placed_combine(cfxMoeHandle* h, const void* expert_out, const float* weig
       else if (h->pair_rank[p] == me) std::memcpy(dst, experts + h->pair_row[p] * row, row);
       else placements.push_back({h->pair_rank[p], me, static_cast<size_t>(h->pair_row[p]), p, 1});
     }
-    CFX_RETURN_IF_ERROR(
-        run_placed(moe, build(*moe, placements, false), expert_out, h->expert_rows, tokens_out, h->pair_row.size()));
+    std::shared_ptr<const algo::Schedule> schedule = build(*moe, placements, false);
+    const Status st = run_placed(moe, schedule, expert_out, h->expert_rows, tokens_out, h->pair_row.size());
+    keep_schedule(moe, &schedule);
+    CFX_RETURN_IF_ERROR(st);
     h->wire_bytes += placements.size() * row;
     return Status::Ok();
   }
@@ -225,8 +240,11 @@ Status placed_replay(cfxMoeHandle* h, const void* tokens, void* expert_tokens, b
       uint8_t* dst = scaled.data() + p * row;
       for (size_t i = 0; i < c.hidden; ++i) store(dst, i, h->pair_weight[p] * load(src, i, c.datatype), c.datatype);
     }
-    CFX_RETURN_IF_ERROR(run_placed(moe, build(*moe, dispatch_placements(*h, me, [](size_t p) { return p; }), true),
-                                   scaled.data(), h->pair_row.size(), expert_tokens, h->expert_rows));
+    std::shared_ptr<const algo::Schedule> schedule =
+        build(*moe, dispatch_placements(*h, me, [](size_t p) { return p; }), true);
+    const Status st = run_placed(moe, schedule, scaled.data(), h->pair_row.size(), expert_tokens, h->expert_rows);
+    keep_schedule(moe, &schedule);
+    CFX_RETURN_IF_ERROR(st);
   }
   h->wire_bytes += h->remote_pairs * row;
   return Status::Ok();

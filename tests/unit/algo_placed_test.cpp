@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
+#include <vector>
 
 namespace conflux::algo {
 namespace {
@@ -108,6 +110,69 @@ TEST(PlacedExchange, RowsContiguousOnBothSidesMoveAsOneStep) {
     }
   EXPECT_EQ(writes, 1u);
   EXPECT_TRUE(sim::verify(args, placed_writes).ok);
+}
+
+bool same_slice(const Slice& a, const Slice& b) { return a.buf == b.buf && a.offset == b.offset && a.bytes == b.bytes; }
+
+// Steps, dependencies and the derived shape the executor runs from.
+void expect_same_schedule(const Schedule& got, const Schedule& want, const std::string& what) {
+  ASSERT_EQ(got.steps.size(), want.steps.size()) << what;
+  for (size_t i = 0; i < want.steps.size(); ++i) {
+    const Step &g = got.steps[i], &w = want.steps[i];
+    EXPECT_TRUE(g.kind == w.kind && g.peer == w.peer && same_slice(g.src, w.src) && same_slice(g.dst, w.dst) &&
+                g.count == w.count && g.dep_begin == w.dep_begin && g.dep_count == w.dep_count)
+        << what << ": step " << i;
+  }
+  EXPECT_EQ(got.deps, want.deps) << what;
+  EXPECT_EQ(got.algorithm, want.algorithm) << what;
+  const Schedule::Shape &g = got.shape(), &w = want.shape();
+  EXPECT_EQ(g.dependents_begin, w.dependents_begin) << what;
+  EXPECT_EQ(g.dependents, w.dependents) << what;
+  EXPECT_EQ(g.dep_counts, w.dep_counts) << what;
+  EXPECT_EQ(g.ready_at_once, w.ready_at_once) << what;
+  EXPECT_EQ(g.ready_waits, w.ready_waits) << what;
+  EXPECT_EQ(g.link_steps, w.link_steps) << what;
+  EXPECT_EQ(g.one_sided_peers, w.one_sided_peers) << what;
+  EXPECT_EQ(g.one_sided, w.one_sided) << what;
+  EXPECT_EQ(g.in_order, w.in_order) << what;
+}
+
+TEST(PlacedExchange, BuildingIntoAnEarlierSchedulesStorageGivesTheSameSchedule) {
+  // The MoE layer builds each call's schedule into the previous call's:
+  // larger, smaller, the other direction, another rank's. Whatever it held
+  // before, the result and its shape must be those of a fresh build.
+  Schedule reused = placed_writes(placed_args(6, moe_routing(6, 3, 1000, 1, 1))[2]);
+  (void)reused.shape();  // a derived shape to be replaced, too
+  for (int n : {2, 4, 6})
+    for (uint64_t seed : {11u, 12u}) {
+      const std::vector<Placement> forward = moe_routing(n, 2, seed == 11 ? 1000 : 2, 4, seed);
+      const std::vector<Placement> back = reversed(forward);
+      for (const auto* pl : {&forward, &back})
+        for (bool writes : {true, false})
+          for (const CollArgs& a : placed_args(n, *pl)) {
+            const Schedule fresh = writes ? placed_writes(a) : placed_reads(a);
+            reused = placed_exchange(a, writes, std::move(reused));
+            expect_same_schedule(reused, fresh,
+                                 "n=" + std::to_string(n) + " rank " + std::to_string(a.rank) +
+                                     (writes ? " writes" : " reads") + (pl == &back ? " back" : ""));
+          }
+    }
+  // Cleared and filled by another builder: the shape is derived anew.
+  const CollArgs ring = [] {
+    CollArgs a;
+    a.nranks = 4;
+    a.rank = 1;
+    a.count = 1000;
+    a.elem = 4;
+    a.chunk_bytes = 256;
+    return a;
+  }();
+  const Schedule fresh = ring_allreduce(ring);
+  reused.clear();
+  reused.steps = fresh.steps;  // into the storage the placed steps left
+  reused.deps = fresh.deps;
+  reused.algorithm = fresh.algorithm;
+  expect_same_schedule(reused, fresh, "ring AllReduce after a placed exchange");
 }
 
 // The placed writes without the closing round: a rank returns (and its
