@@ -260,7 +260,10 @@ cfxResult_t cfxMoeBlockOffsets(cfxMoeHandle_t handle, size_t offsets[]);
    into it and, when it is also expert_out, read combine's rows from it
    through a mapping instead of through the kernel. A caller's buffer from
    cfxMemAlloc gets the same; one from the heap is reached through
-   process_vm_writev/readv (measured 1.45x slower per round trip on 4 ranks). */
+   process_vm_writev/readv (measured 1.45x slower per round trip on 4 ranks).
+   The layer reserves that buffer's address space once for the most rows the
+   rank can receive (max_tokens_per_rank, top_k, capacity), so it never moves
+   as routings change; memory is committed only for the rows written. */
 cfxResult_t cfxMoeExpertTokens(cfxMoeHandle_t handle, void** expert_tokens, size_t* rows);
 /* What the handle's calls moved: bytes this rank sent to other ranks, bytes
    it received, and the receive memory the library allocated for them (each

@@ -206,12 +206,40 @@ Status exchange_known(cfxMoeHandle* h, const Bytes& send, const std::vector<uint
   return run_op(moe, std::move(op));
 }
 
+void take_owned_rows(cfxMoe* moe, cfxMoeHandle* h, size_t rows) {
+  // Reserving the worst case costs address space only, in every process on
+  // the host that maps the region; past this much, grow as needed instead.
+  constexpr size_t kMostReserved = size_t{64} << 30;
+  if (!moe->spare_rows.empty()) {
+    h->owned_rows = std::move(moe->spare_rows.back());
+    moe->spare_rows.pop_back();
+  }
+  const size_t row = moe->row_bytes;
+  if (moe->worst_expert_rows <= kMostReserved / row) h->owned_rows.reserve(std::max<size_t>(moe->worst_expert_rows, 1) * row);
+  h->owned_rows.resize(std::max<size_t>(rows, 1) * row);
+}
+
 }  // namespace conflux::moe
 
 namespace {
 
 // Each token a rank sends one destination rank, with its targets there.
 using RankRecords = RecordList;
+
+// cfxMoe::worst_expert_rows: what check_dispatch_words could let through
+// to this rank, at most.
+size_t worst_expert_rows(const cfxMoe& moe) {
+  const cfxMoeConfig_t& c = moe.config;
+  const uint64_t n = static_cast<uint64_t>(moe.comm->nranks()), E = static_cast<uint64_t>(c.num_experts);
+  const uint64_t pairs = n * c.max_tokens_per_rank * static_cast<uint64_t>(c.top_k);
+  const uint64_t cap = c.capacity_factor > 0
+                           ? static_cast<uint64_t>(std::ceil(c.capacity_factor * static_cast<double>(pairs) / E))
+                           : pairs;
+  const uint64_t per_expert = conflux::moe::aligned(std::min(pairs, cap), c.expert_alignment);
+  const uint64_t nlocal = moe.local_experts.size();
+  const uint64_t padding = c.expert_alignment > 1 ? nlocal * (c.expert_alignment - 1) : 0;
+  return static_cast<size_t>(std::min(nlocal * per_expert, pairs + padding));
+}
 
 Status check_config(const cfxMoeConfig_t* c, int nranks) {
   auto bad = [](const std::string& why) { return invalid_argument("cfxMoeCreate: " + why); };
@@ -300,6 +328,7 @@ Status create(cfxMoe_t* out, const cfxMoeConfig_t* config, cfxComm* comm) {
   moe->hier = !moe->placed && moe->host_ranks.size() > 1 && conflux::config().moe_hier;
   moe->elem = datatype_size(config->datatype);
   moe->row_bytes = moe->elem * config->hidden;
+  moe->worst_expert_rows = worst_expert_rows(*moe);
   // Every rank's configuration, compared with every other's: a rank that
   // differs is named on every rank.
   const std::vector<uint64_t> mine = fingerprint(*moe);
@@ -464,11 +493,7 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
   }
   h->expert_rows = at;
   if (owned) {
-    if (!moe->spare_rows.empty()) {
-      h->owned_rows = std::move(moe->spare_rows.back());
-      moe->spare_rows.pop_back();
-    }
-    h->owned_rows.resize(std::max<size_t>(at, 1) * row);  // alignment gaps stay unwritten, as in a caller's buffer
+    take_owned_rows(moe, h.get(), at);  // alignment gaps stay unwritten, as in a caller's buffer
     expert_tokens = h->owned_rows.data();
   }
   std::vector<size_t> filled(nlocal, 0);

@@ -83,6 +83,14 @@ struct cfxMoe {
   std::vector<int> local_experts;  // this rank's, ascending
   std::vector<int> local_index;    // by expert id: its index among this rank's, or -1
   size_t elem = 0, row_bytes = 0;
+  // The most rows this rank's experts can receive in one dispatch (every
+  // rank's max_tokens_per_rank tokens, top_k pairs each, within each
+  // expert's capacity, plus alignment): the layer's own expert rows are
+  // reserved at this size once, so they never move. A buffer that grows
+  // moves to a new region, which the owner and every peer writing into it
+  // fault in page by page again: under a rotating skewed routing new
+  // maxima kept coming and cost more than the copies.
+  size_t worst_expert_rows = 0;
   bool placed = false;  // rows move by the placed path (core/moe_placed.cpp)
   bool hier = false;    // dispatch goes through one proxy per host (core/moe_hier.cpp)
   // Hosts (ranks grouped by shared memory, in order of their lowest rank):
@@ -176,6 +184,10 @@ void store(void* base, size_t i, float v, cfxDataType_t t);
 // nothing), accumulated in float and rounded once to the datatype.
 void sum_rows(const cfxMoeHandle& h, const uint8_t* const* rows, const float* weights, bool use_handle_weights,
               void* tokens_out);
+
+// Gives the handle the layer's own expert rows for `rows` rows: a freed
+// handle's buffer where there is one, reserved at cfxMoe::worst_expert_rows.
+void take_owned_rows(cfxMoe* moe, cfxMoeHandle* h, size_t rows);
 
 // Hands a placed schedule's storage back to the layer (cfxMoe::spare_schedules)
 // when nothing else holds it, and resets the pointer.

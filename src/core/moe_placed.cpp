@@ -150,11 +150,7 @@ Status placed_dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const in
   h->expert_rows = rank_rows[static_cast<size_t>(me)];
   h->dropped = dropped_here;
   if (owned) {
-    if (!moe->spare_rows.empty()) {
-      h->owned_rows = std::move(moe->spare_rows.back());
-      moe->spare_rows.pop_back();
-    }
-    h->owned_rows.resize(std::max<size_t>(h->expert_rows, 1) * row);  // alignment gaps stay unwritten
+    take_owned_rows(moe, h.get(), h->expert_rows);  // alignment gaps stay unwritten
     expert_tokens = h->owned_rows.data();
   }
 

@@ -49,4 +49,14 @@ void SharedBytes::resize(size_t bytes) {
   size_ = bytes;
 }
 
+void SharedBytes::reserve(size_t bytes) {
+  if (bytes <= capacity_) return;
+  Result<void*> p = shared_mem_alloc(bytes);
+  if (!p.ok()) return;
+  release();
+  at_ = static_cast<uint8_t*>(p.value());
+  shared_ = true;
+  capacity_ = bytes;
+}
+
 }  // namespace conflux

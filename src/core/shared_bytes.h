@@ -26,6 +26,12 @@ class SharedBytes {
   // grow: callers fill it afresh. Growth is geometric, so a buffer reused
   // from call to call settles on one region (peers keep one mapping of it).
   void resize(size_t bytes);
+  // Makes the capacity at least `bytes` in shared memory, so that resize()
+  // up to it never moves the buffer (contents are not kept). Pages are
+  // committed only where written: reserving the worst case costs address
+  // space, not memory. Where shared memory cannot be had it does nothing
+  // (resize() then grows on the heap as before).
+  void reserve(size_t bytes);
   uint8_t* data() const { return at_; }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }

@@ -293,6 +293,55 @@ TEST(MoeLayer, TcpTransportToo) {
   EXPECT_EQ(summarize(run_ranks(s.nranks, body, opts)), "");
 }
 
+// The layer's own expert rows are reserved once for the most a rank can
+// receive: dispatches whose sizes grow from call to call (a hot expert
+// gathering more tokens) find them where the first one left them, on the
+// placed path and on the message path. A buffer that moved would be faulted
+// in again, page by page, by its owner and by every peer writing into it.
+TEST(MoeLayer, ExpertRowsStayInPlaceAsDispatchesGrow) {
+  for (const char* placed : {"1", "0"}) {
+    RunOptions opts;
+    opts.env = {{"CONFLUX_TIMEOUT", "60"}, {"CONFLUX_MOE_PLACED", placed}};
+    const MoeSetup s{3, 6, 2, 16, cfxBfloat16};
+    auto body = [s](cfxComm_t comm, int rank, int) -> std::string {
+      cfxMoeConfig_t c = config_of(s);
+      cfxMoe_t moe = nullptr;
+      if (cfxMoeCreate(&moe, &c, comm) != cfxSuccess) return std::string("create: ") + cfxGetLastError(comm);
+      std::string err;
+      void* first = nullptr;
+      size_t last_rows = 0;
+      for (size_t nt : {size_t{1}, size_t{8}, size_t{40}, size_t{64}}) {
+        // Every token to experts 0 and 1, both on rank 0: its rows grow
+        // from 3 to 384 (3 ranks x 64 tokens x 2), the most it can get.
+        const size_t k = static_cast<size_t>(s.top_k);
+        std::vector<uint8_t> tokens(nt * s.hidden * 2, static_cast<uint8_t>(rank + 1));
+        std::vector<int32_t> idx(nt * k);
+        std::vector<float> w(nt * k, 0.5f);
+        for (size_t p = 0; p < idx.size(); ++p) idx[p] = static_cast<int32_t>(p % k);
+        cfxMoeHandle_t h = nullptr;
+        if (cfxMoeDispatch(moe, tokens.data(), nt, idx.data(), w.data(), nullptr, 0, nullptr, &h) != cfxSuccess) {
+          err = std::string("dispatch: ") + cfxGetLastError(comm);
+          break;
+        }
+        void* rows = nullptr;
+        size_t nrows = 0;
+        cfxMoeExpertTokens(h, &rows, &nrows);
+        cfxMoeHandleFree(h);
+        if (rank != 0 || !err.empty()) continue;  // every rank dispatches every round
+        if (nrows != 3 * nt * k) err = std::to_string(nt) + " tokens each: " + std::to_string(nrows) + " rows on rank 0";
+        else if (first == nullptr) first = rows;
+        else if (rows != first)
+          err = "the expert rows moved when they grew from " + std::to_string(last_rows) + " to " +
+                std::to_string(nrows) + " rows";
+        last_rows = nrows;
+      }
+      cfxMoeDestroy(moe);
+      return err;
+    };
+    EXPECT_EQ(summarize(run_ranks(s.nranks, body, opts)), "") << "CONFLUX_MOE_PLACED=" << placed;
+  }
+}
+
 // Ranks split into emulated hosts (CONFLUX_HOSTID: rank / per_host), so
 // that dispatch goes through one proxy per host.
 struct HostsSetup {
