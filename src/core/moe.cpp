@@ -59,6 +59,11 @@ Result<std::vector<uint64_t>> gather_words(cfxMoe* moe, const std::vector<uint64
   return all;
 }
 
+uint64_t expert_capacity(const cfxMoeConfig_t& c, uint64_t pairs) {
+  if (c.capacity_factor <= 0) return UINT64_MAX;  // dropless
+  return static_cast<uint64_t>(std::ceil(c.capacity_factor * static_cast<double>(pairs) / c.num_experts));
+}
+
 Status check_dispatch_words(const cfxMoe& moe, const std::vector<uint64_t>& all, size_t stride, size_t rows_at,
                             std::vector<size_t>* kept) {
   const cfxMoeConfig_t& c = moe.config;
@@ -79,10 +84,7 @@ Status check_dispatch_words(const cfxMoe& moe, const std::vector<uint64_t>& all,
   for (size_t s = 0; s < n; ++s)
     for (size_t e = 0; e < E; ++e) per_expert[e] += all[s * stride + rows_at + e];
   for (uint64_t v : per_expert) pairs += v;
-  // Capacity: dropless, or each expert keeps at most capacity_factor times its even share.
-  const uint64_t cap = c.capacity_factor > 0
-                           ? static_cast<uint64_t>(std::ceil(c.capacity_factor * static_cast<double>(pairs) / E))
-                           : UINT64_MAX;
+  const uint64_t cap = expert_capacity(c, pairs);
   kept->assign(E, 0);
   for (size_t e = 0; e < E; ++e) (*kept)[e] = std::min(per_expert[e], cap);
   for (size_t q = 0; q < n; ++q) {
@@ -215,7 +217,8 @@ void take_owned_rows(cfxMoe* moe, cfxMoeHandle* h, size_t rows) {
     moe->spare_rows.pop_back();
   }
   const size_t row = moe->row_bytes;
-  if (moe->worst_expert_rows <= kMostReserved / row) h->owned_rows.reserve(std::max<size_t>(moe->worst_expert_rows, 1) * row);
+  if (moe->worst_expert_rows <= kMostReserved / row)
+    h->owned_rows.reserve(std::max<size_t>(moe->worst_expert_rows, 1) * row);
   h->owned_rows.resize(std::max<size_t>(rows, 1) * row);
 }
 
@@ -230,12 +233,10 @@ using RankRecords = RecordList;
 // to this rank, at most.
 size_t worst_expert_rows(const cfxMoe& moe) {
   const cfxMoeConfig_t& c = moe.config;
-  const uint64_t n = static_cast<uint64_t>(moe.comm->nranks()), E = static_cast<uint64_t>(c.num_experts);
+  const uint64_t n = static_cast<uint64_t>(moe.comm->nranks());
   const uint64_t pairs = n * c.max_tokens_per_rank * static_cast<uint64_t>(c.top_k);
-  const uint64_t cap = c.capacity_factor > 0
-                           ? static_cast<uint64_t>(std::ceil(c.capacity_factor * static_cast<double>(pairs) / E))
-                           : pairs;
-  const uint64_t per_expert = conflux::moe::aligned(std::min(pairs, cap), c.expert_alignment);
+  const uint64_t per_expert = conflux::moe::aligned(std::min(pairs, conflux::moe::expert_capacity(c, pairs)),
+                                                    c.expert_alignment);
   const uint64_t nlocal = moe.local_experts.size();
   const uint64_t padding = c.expert_alignment > 1 ? nlocal * (c.expert_alignment - 1) : 0;
   return static_cast<size_t>(std::min(nlocal * per_expert, pairs + padding));

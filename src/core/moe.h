@@ -198,6 +198,11 @@ Status run_op(cfxMoe* moe, OpDesc op);
 // Every rank's `mine` (the same length on every rank), in rank order.
 Result<std::vector<uint64_t>> gather_words(cfxMoe* moe, const std::vector<uint64_t>& mine);
 
+// The most rows an expert keeps when a dispatch routes `pairs` (token,
+// expert) pairs in all: capacity_factor times its even share, or no limit
+// (UINT64_MAX) when dropless.
+uint64_t expert_capacity(const cfxMoeConfig_t& c, uint64_t pairs);
+
 // Every rank's dispatch words, each rank's `stride` words from all[s *
 // stride]: its problem word at 0, its expert_capacity_rows at 1
 // (UINT64_MAX: the layer keeps the rows) and its rows per expert from
