@@ -55,7 +55,6 @@ Schedule placed_exchange(const CollArgs& a, bool writes, Schedule s) {
   return s;
 }
 
-
 Schedule placed_writes(const CollArgs& a) { return placed_exchange(a, true, {}); }
 Schedule placed_reads(const CollArgs& a) { return placed_exchange(a, false, {}); }
 
