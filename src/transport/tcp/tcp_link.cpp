@@ -148,6 +148,10 @@ Status TcpLink::drain_heartbeats() {
   if (pending != last_pending_) last_heard_ = Clock::now();  // new bytes arrived (or we consumed some)
   last_pending_ = pending;
   if (recv_in_frame_ || recv_header_done_ > 0) return Status::Ok();  // mid-frame: the data path reads
+  if (const ssize_t n = skip_padding(); n <= 0) {  // the last frame's tail
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Status::Ok();
+    return peer_failed("liveness check", n < 0 ? errno : 0);
+  }
   while (ahead() > 0) {
     // Read ahead by the data path: the peer was heard then, and is ahead.
     last_heard_ = Clock::now();
@@ -233,15 +237,40 @@ ssize_t TcpLink::read_into(uint8_t* dst, size_t want) {
   return n;
 }
 
-ssize_t TcpLink::read_ahead() {
+ssize_t TcpLink::read_ahead(size_t most) {
   if (ahead_pos_ > 0) {  // keep the unread tail at the front
     std::memmove(ahead_.data(), ahead_.data() + ahead_pos_, ahead());
     ahead_end_ -= ahead_pos_;
     ahead_pos_ = 0;
   }
-  const ssize_t n = read_into(ahead_.data() + ahead_end_, ahead_.size() - ahead_end_);
+  const ssize_t n = read_into(ahead_.data() + ahead_end_, std::min(most, ahead_.size() - ahead_end_));
   if (n > 0) ahead_end_ += static_cast<size_t>(n);
   return n;
+}
+
+ssize_t TcpLink::skip_padding() {
+  while (recv_skip_ > 0) {
+    if (ahead() == 0) {
+      const ssize_t n = read_ahead(recv_skip_);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return n;
+    }
+    const size_t k = std::min(recv_skip_, ahead());
+    ahead_pos_ += k;
+    recv_skip_ -= k;
+    if (ahead_pos_ == ahead_end_) ahead_pos_ = ahead_end_ = 0;
+  }
+  return 1;
+}
+
+uint32_t TcpLink::frame_lead(const void* src, size_t bytes) {
+  if (bytes < kLeadFrom) return 0;
+  const uintptr_t at = reinterpret_cast<uintptr_t>(src);
+  return static_cast<uint32_t>((at + kFrameAlign - sizeof(Header) % kFrameAlign) % kFrameAlign);
+}
+
+size_t TcpLink::frame_bytes(size_t lead, size_t payload) {
+  return (sizeof(Header) + lead + payload + kFrameAlign - 1) / kFrameAlign * kFrameAlign;
 }
 
 Status TcpLink::peer_failed(const char* what, int err) const {
@@ -255,23 +284,33 @@ Status TcpLink::progress_send(SendOp& op, bool* progressed) {
   // A heartbeat the other thread began must be finished before any frame.
   if (!flush_heartbeat()) return peer_failed("send", errno);
   if (heartbeat_done_ < sizeof(Header)) return Status::Ok();
-  // stage 0: header not fully sent; op.done counts header+payload bytes.
+  // stage 0: nothing sent yet; op.done counts the frame's bytes (header,
+  // lead, payload, tail).
   if (op.stage == 0) {
-    send_header_ = Header{kFrameMagic, 0, op.bytes, op.sig};
+    const uint32_t lead = frame_lead(op.buf, op.bytes);
+    send_header_ = Header{kFrameMagic, lead, op.bytes, op.sig};
     op.stage = 1;
     op.done = 0;
     send_in_frame_ = true;
   }
-  const size_t total = sizeof(Header) + op.bytes;
+  const size_t lead = send_header_.reserved;
+  const size_t total = frame_bytes(lead, op.bytes);
   while (op.done < total) {
-    iovec iov[2];
+    static const uint8_t kZeros[kFrameAlign] = {};
+    const iovec parts[4] = {{&send_header_, sizeof(Header)},
+                            {const_cast<uint8_t*>(kZeros), lead},
+                            {const_cast<uint8_t*>(op.buf), op.bytes},
+                            {const_cast<uint8_t*>(kZeros), total - sizeof(Header) - lead - op.bytes}};
+    iovec iov[4];
     int n = 0;
-    if (op.done < sizeof(Header)) {
-      iov[n++] = {reinterpret_cast<uint8_t*>(&send_header_) + op.done, sizeof(Header) - op.done};
-      if (op.bytes > 0) iov[n++] = {const_cast<uint8_t*>(op.buf), op.bytes};
-    } else {
-      size_t off = op.done - sizeof(Header);
-      iov[n++] = {const_cast<uint8_t*>(op.buf) + off, op.bytes - off};
+    size_t skip = op.done;
+    for (const iovec& part : parts) {
+      if (skip >= part.iov_len) {
+        skip -= part.iov_len;
+        continue;
+      }
+      iov[n++] = {static_cast<uint8_t*>(part.iov_base) + skip, part.iov_len - skip};
+      skip = 0;
     }
     msghdr msg{};
     msg.msg_iov = iov;
@@ -299,6 +338,10 @@ Status TcpLink::progress_send(SendOp& op, bool* progressed) {
 Status TcpLink::progress_recv(RecvOp& op, bool* progressed) {
   if (op.stage == 0) {
     for (;;) {
+      if (const ssize_t n = skip_padding(); n <= 0) {  // the last frame's tail
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::Ok();
+        return peer_failed("recv", n < 0 ? errno : 0);
+      }
       while (recv_header_done_ < sizeof(Header)) {
         if (ahead() > 0) {
           recv_header_done_ += take_ahead(reinterpret_cast<uint8_t*>(&recv_header_) + recv_header_done_,
@@ -308,16 +351,12 @@ Status TcpLink::progress_recv(RecvOp& op, bool* progressed) {
         // Not "progress" yet: a heartbeat must not look like it to the
         // executor's stall clock. The bytes are kept either way. A small
         // frame comes whole with what follows it; a large one's header
-        // alone, so that its payload lands in place (reading it ahead and
-        // copying it over cost 7% at 64 KiB).
-        ssize_t n;
-        if (sizeof(Header) + op.bytes <= ahead_.size()) {
-          n = read_ahead();
-        } else {
-          n = read_into(reinterpret_cast<uint8_t*>(&recv_header_) + recv_header_done_,
-                        sizeof(Header) - recv_header_done_);
-          if (n > 0) recv_header_done_ += static_cast<size_t>(n);
-        }
+        // with at most a line more (its lead, the payload's first bytes),
+        // so that its payload lands in place (reading it ahead and copying
+        // it over cost 7% at 64 KiB).
+        const size_t header_left = sizeof(Header) - recv_header_done_;
+        const bool small = sizeof(Header) + kFrameAlign + op.bytes <= ahead_.size();
+        const ssize_t n = read_ahead(small ? ahead_.size() : header_left + kFrameAlign - 1);
         if (n > 0) continue;
         if (n < 0 && errno == EINTR) continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::Ok();
@@ -331,12 +370,20 @@ Status TcpLink::progress_recv(RecvOp& op, bool* progressed) {
     }
     if (recv_header_.magic != kFrameMagic)
       return remote_error("corrupt frame from rank " + std::to_string(peer_) + " (bad magic): stream out of sync");
+    if (recv_header_.reserved >= kFrameAlign)
+      return remote_error("corrupt frame from rank " + std::to_string(peer_) + " (a lead of " +
+                          std::to_string(recv_header_.reserved) + " bytes)");
     CFX_RETURN_IF_ERROR(check_incoming(op.sig, op.bytes, recv_header_.sig, recv_header_.bytes, peer_));
     recv_in_frame_ = true;
     *progressed = true;
     op.stage = 1;
     op.done = 0;
     bounce_fill_ = 0;
+    recv_skip_ = recv_header_.reserved;
+  }
+  if (const ssize_t n = skip_padding(); n <= 0) {  // the payload's lead
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return Status::Ok();
+    return peer_failed("recv", n < 0 ? errno : 0);
   }
   while (op.done < op.bytes) {
     uint8_t* into;
@@ -353,7 +400,7 @@ Status TcpLink::progress_recv(RecvOp& op, bool* progressed) {
       n = static_cast<ssize_t>(take_ahead(into, want));
     } else if (op.bytes - op.done - bounce_fill_ < ahead_.size()) {
       // The frame's last few bytes: read them with what follows.
-      n = read_ahead();
+      n = read_ahead(ahead_.size());
       if (n > 0) continue;
     } else {
       n = read_into(into, want);
@@ -378,6 +425,7 @@ Status TcpLink::progress_recv(RecvOp& op, bool* progressed) {
     }
   }
   recv_in_frame_ = false;
+  recv_skip_ = frame_bytes(recv_header_.reserved, op.bytes) - sizeof(Header) - recv_header_.reserved - op.bytes;
   op.complete = true;
   return Status::Ok();
 }
