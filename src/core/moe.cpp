@@ -2,6 +2,7 @@
 #include "core/moe.h"
 
 #include "core/config.h"
+#include "core/copy.h"
 #include "core/half.h"
 #include "core/log.h"
 #include "core/moe_rows.h"
@@ -139,7 +140,7 @@ void write_record_message(const RecordList& list, const void* tokens, size_t row
     std::memcpy(at, &m, 4);
     std::memcpy(at + 4, targets.data(), targets.size() * sizeof(RecordTarget));
     at += 4 + targets.size() * sizeof(RecordTarget);
-    std::memcpy(rows, static_cast<const uint8_t*>(tokens) + t * row_bytes, row_bytes);
+    copy_bytes(rows, static_cast<const uint8_t*>(tokens) + t * row_bytes, row_bytes);
     rows += row_bytes;
   }
 }
@@ -518,7 +519,7 @@ Status dispatch(cfxMoe* moe, const void* tokens, size_t ntokens, const int32_t* 
           continue;
         }
         const size_t dst_row = h->block_offset[static_cast<size_t>(li)] + pos;
-        std::memcpy(static_cast<uint8_t*>(expert_tokens) + dst_row * row, r.row, row);
+        copy_bytes(static_cast<uint8_t*>(expert_tokens) + dst_row * row, r.row, row);
         h->targets[s].push_back({static_cast<int64_t>(dst_row), tg.weight});
       }
     }
@@ -543,7 +544,7 @@ Status return_rows(cfxMoeHandle* h, const void* expert_out, Bytes* recv, std::ve
   size_t at = 0;
   for (size_t s = 0; s < n; ++s)
     for (const cfxMoeHandle::Target& tg : h->targets[s]) {
-      if (tg.row >= 0) std::memcpy(send.data() + at, static_cast<const uint8_t*>(expert_out) + tg.row * row, row);
+      if (tg.row >= 0) copy_bytes(send.data() + at, static_cast<const uint8_t*>(expert_out) + tg.row * row, row);
       else std::memset(send.data() + at, 0, row);  // dropped: contributes nothing
       at += row;
     }
@@ -573,7 +574,7 @@ Status combine(cfxMoeHandle* h, const void* expert_out, const float* weights, bo
   if (rows_only) {
     for (size_t p = 0; p < rows.size(); ++p) {
       uint8_t* dst = static_cast<uint8_t*>(tokens_out) + p * row;
-      if (rows[p] != nullptr) std::memcpy(dst, rows[p], row);
+      if (rows[p] != nullptr) copy_bytes(dst, rows[p], row);
       else std::memset(dst, 0, row);
     }
     return Status::Ok();
@@ -594,7 +595,7 @@ Status replay(cfxMoeHandle* h, const void* tokens, void* expert_tokens, bool sca
   size_t at = 0;
   for (size_t d = 0; d < n; ++d)
     for (uint32_t t : h->sent[d]) {
-      std::memcpy(send.data() + at, static_cast<const uint8_t*>(tokens) + t * row, row);
+      copy_bytes(send.data() + at, static_cast<const uint8_t*>(tokens) + t * row, row);
       at += row;
     }
   // A replay goes to each destination rank directly (the traffic of the
@@ -613,7 +614,7 @@ Status replay(cfxMoeHandle* h, const void* tokens, void* expert_tokens, bool sca
         if (tg.row < 0) continue;
         uint8_t* dst = static_cast<uint8_t*>(expert_tokens) + tg.row * row;
         if (!scale) {
-          std::memcpy(dst, src, row);
+          copy_bytes(dst, src, row);
           continue;
         }
         for (size_t i = 0; i < c.hidden; ++i) store(dst, i, tg.weight * load(src, i, c.datatype), c.datatype);

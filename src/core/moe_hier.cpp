@@ -21,6 +21,7 @@
 // partial per (token, host) crosses back to the token's rank.
 #include "core/moe.h"
 
+#include "core/copy.h"
 #include "core/moe_rows.h"
 
 #include <algorithm>
@@ -178,7 +179,7 @@ Status fan_out_on_host(cfxMoeHandle* h, const Bytes& recv, const std::vector<siz
     const uint32_t nent = static_cast<uint32_t>(rows.size());
     std::memcpy(at, &nent, 4);
     std::memset(entry, 0, static_cast<size_t>(at + meta - entry));
-    for (size_t r = 0; r < rows.size(); ++r) std::memcpy(at + meta + r * row, rows[r], row);
+    for (size_t r = 0; r < rows.size(); ++r) copy_bytes(at + meta + r * row, rows[r], row);
     at += want;
   }
   Bytes& got = moe->forward_scratch;
@@ -244,7 +245,7 @@ Status host_partial_combine(cfxMoeHandle* h, const void* expert_out, void* token
         if (p == me) {
           own_rows.push_back(src);
         } else {
-          std::memcpy(at, src, row);
+          copy_bytes(at, src, row);
           at += row;
         }
       }

@@ -10,6 +10,7 @@
 // every row four or five times: packed, through the transport's buffers,
 // unpacked, and back.
 #include "algo/algorithms.h"
+#include "core/copy.h"
 #include "core/log.h"
 #include "core/moe.h"
 
@@ -184,7 +185,7 @@ Status placed_combine(cfxMoeHandle* h, const void* expert_out, const float* weig
     for (size_t p = 0; p < h->pair_row.size(); ++p) {
       uint8_t* dst = static_cast<uint8_t*>(tokens_out) + p * row;
       if (h->pair_row[p] < 0) std::memset(dst, 0, row);
-      else if (h->pair_rank[p] == me) std::memcpy(dst, experts + h->pair_row[p] * row, row);
+      else if (h->pair_rank[p] == me) copy_bytes(dst, experts + h->pair_row[p] * row, row);
       else placements.push_back({h->pair_rank[p], me, static_cast<size_t>(h->pair_row[p]), p, 1});
     }
     std::shared_ptr<const algo::Schedule> schedule = build(*moe, placements, false);

@@ -7,6 +7,7 @@
 // back is half.h's bulk conversion.
 #include "core/moe_rows.h"
 
+#include "core/copy.h"
 #include "core/half.h"
 
 #include <cmath>
@@ -77,7 +78,7 @@ auto by_type(cfxDataType_t t, F f) {
 }
 
 void store_float32(uint8_t* out, const float* acc, size_t hidden) {
-  if (hidden > 0) std::memcpy(out, acc, hidden * sizeof(float));  // acc may be null when empty
+  if (hidden > 0) copy_bytes(out, acc, hidden * sizeof(float));  // acc may be null when empty
 }
 void store_bfloat16(uint8_t* out, const float* acc, size_t hidden) {
   float_to_bf16_n(acc, reinterpret_cast<uint16_t*>(out), hidden);

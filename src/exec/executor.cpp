@@ -1,5 +1,6 @@
 #include "exec/executor.h"
 
+#include "core/copy.h"
 #include "core/log.h"
 #include "exec/reduce.h"
 #include "transport/shm/shm_waiter.h"
@@ -227,7 +228,7 @@ Status Run::run_local(int i) {
   const Step& step = sched_.steps[i];
   switch (step.kind) {
     case StepKind::kCopy:
-      if (step.src.bytes > 0 && ptr(step.src) != ptr(step.dst)) std::memmove(ptr(step.dst), ptr(step.src), step.src.bytes);
+      if (step.src.bytes > 0 && ptr(step.src) != ptr(step.dst)) move_bytes(ptr(step.dst), ptr(step.src), step.src.bytes);
       return Status::Ok();
     case StepKind::kReduceFrom: return run_reduce_from(step).prepend("one-sided reduction: ");
     case StepKind::kSignal:

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/config.h"
+#include "core/copy.h"
 #include "core/log.h"
 #include "exec/reduce_internal.h"
 
@@ -56,7 +57,7 @@ void reduce_many(void* dst, const void* const* srcs, int nsrc, size_t count, cfx
   if (nsrc == 1) {
     // Nothing to combine: a copy (fp16/bf16 widen-and-round would be the identity
     // except for quieting signalling NaNs, which is not worth a conversion pass).
-    if (dst != srcs[0]) std::memmove(dst, srcs[0], count * element_size(type));
+    if (dst != srcs[0]) move_bytes(dst, srcs[0], count * element_size(type));
     return;
   }
   active_reduce_kernels().many[type][op](dst, srcs, nsrc, count);

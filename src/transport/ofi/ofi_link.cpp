@@ -1,6 +1,7 @@
 #include "transport/ofi/ofi_link.h"
 
 #include "bootstrap/rank_info.h"
+#include "core/copy.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -78,7 +79,7 @@ Status OfiLink::progress_send(SendOp& op, bool* progressed) {
       // header must precede it in one contiguous message: stage both.
       send_inline_.resize(sizeof(Header) + op.bytes);
       std::memcpy(send_inline_.data(), &send_header_, sizeof(Header));
-      if (op.bytes > 0) std::memcpy(send_inline_.data() + sizeof(Header), op.buf, op.bytes);
+      if (op.bytes > 0) copy_bytes(send_inline_.data() + sizeof(Header), op.buf, op.bytes);
     }
   }
   if (op.stage == 1) {
@@ -217,7 +218,7 @@ Status OfiLink::finish_inline(RecvOp& op, bool* progressed) {
     if (op.reduce != nullptr)
       op.reduce(op.dst, op.reduce_with, payload, op.bytes / op.elem_size);
     else
-      std::memcpy(op.dst, payload, op.bytes);
+      copy_bytes(op.dst, payload, op.bytes);
   }
   recv_seq_ += 1;
   op.done = op.bytes;

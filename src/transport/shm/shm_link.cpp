@@ -1,5 +1,7 @@
 #include "transport/shm/shm_link.h"
 
+#include "core/copy.h"
+
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
@@ -39,7 +41,7 @@ Status ShmLink::progress_send(SendOp& op, bool* progressed) {
     h.msg_bytes = op.bytes;
     h.piece_bytes = static_cast<uint32_t>(piece);
     h.sig = op.sig;
-    if (piece > 0) std::memcpy(theirs_.slot_data(send_ring_, tail), op.buf + op.done, piece);
+    if (piece > 0) copy_bytes(theirs_.slot_data(send_ring_, tail), op.buf + op.done, piece);
     ring.tail.store(++tail, std::memory_order_release);
     op.done += piece;
     published = true;
@@ -67,7 +69,7 @@ Status ShmLink::progress_recv(RecvOp& op, bool* progressed) {
     if (op.reduce != nullptr)
       op.reduce(op.dst + op.done, op.reduce_with + op.done, data, piece / op.elem_size);
     else if (piece > 0)
-      std::memcpy(op.dst + op.done, data, piece);
+      copy_bytes(op.dst + op.done, data, piece);
     ring.head.store(++head, std::memory_order_release);
     op.done += piece;
     consumed = true;

@@ -1,6 +1,7 @@
 #include "transport/shm/shm_peer_memory.h"
 
 #include "algo/schedule.h"
+#include "core/copy.h"
 #include "core/log.h"
 #include "transport/transport.h"
 
@@ -251,14 +252,14 @@ Status ShmPeerMemory::transfer(int peer, int buf, bool to_peer, const Piece* pie
     if (buf == algo::kStaging) {
       uint8_t* v = view(peer, buf, p.offset, p.bytes);
       if (v == nullptr) return internal_error("one-sided step reaches past rank " + std::to_string(peer) + "'s staging area");
-      if (to_peer) std::memcpy(v, p.local, p.bytes);
-      else std::memcpy(p.local, v, p.bytes);
+      if (to_peer) copy_bytes(v, p.local, p.bytes);
+      else copy_bytes(p.local, v, p.bytes);
       continue;
     }
     CFX_ASSIGN_OR_RETURN(uint64_t at, remote_address(peer, buf, p.offset, p.bytes));
     if (uint8_t* v = mapped(peer, buf, at, p.bytes)) {
-      if (to_peer) std::memcpy(v, p.local, p.bytes);
-      else std::memcpy(p.local, v, p.bytes);
+      if (to_peer) copy_bytes(v, p.local, p.bytes);
+      else copy_bytes(p.local, v, p.bytes);
       continue;
     }
     local[batched] = iovec{p.local, p.bytes};

@@ -1,6 +1,7 @@
 #include "transport/tcp/tcp_link.h"
 
 #include "core/config.h"
+#include "core/copy.h"
 
 #include <linux/sockios.h>
 #include <poll.h>
@@ -225,7 +226,7 @@ Status TcpLink::read_notice(const Header& h) {
 
 size_t TcpLink::take_ahead(uint8_t* dst, size_t want) {
   const size_t n = std::min(want, ahead());
-  std::memcpy(dst, ahead_.data() + ahead_pos_, n);
+  copy_bytes(dst, ahead_.data() + ahead_pos_, n);
   ahead_pos_ += n;
   if (ahead_pos_ == ahead_end_) ahead_pos_ = ahead_end_ = 0;
   return n;
