@@ -26,7 +26,7 @@ TEST(CopyBytes, CopiesEveryByteAtEveryDistanceAndLeavesTheRestAlone) {
   const size_t most = 70001;
   // One arena so that the destination can sit at any distance from the
   // source modulo 4 KiB, including the short ones.
-  std::vector<uint8_t> arena(2 * most + 4 * 4096);
+  std::vector<uint8_t> arena(2 * most + 4 * size_t{4096});
   const auto src = pattern(most, 7);
   for (size_t bytes : kSizes) {
     for (int gap : {-65, -64, -16, -1, 0, 1, 8, 16, 31, 32, 48, 63, 64, 65, 4095}) {
@@ -49,7 +49,7 @@ TEST(CopyBytes, MoveBytesHandlesOverlapBothWaysLikeMemmove) {
   for (size_t bytes : kSizes) {
     for (int shift : {-40, -16, -1, 1, 16, 40, 5000}) {
       auto expect = pattern(bytes + 10000, 3), got = expect;
-      const size_t from = 5000, to = static_cast<size_t>(static_cast<int>(from) + shift);
+      const size_t from = 5000, to = static_cast<size_t>(static_cast<std::ptrdiff_t>(from) + shift);
       std::memmove(expect.data() + to, expect.data() + from, bytes);
       move_bytes(got.data() + to, got.data() + from, bytes);
       ASSERT_EQ(got, expect) << bytes << " bytes moved by " << shift;

@@ -59,10 +59,11 @@ class TcpLink final : public Link {
   // thread's page fragment, which whole-line frames keep line-aligned; the
   // lead (carried in the header's `reserved`) then puts a payload of
   // kLeadFrom bytes or more at the same offset within a line as its source.
-  // A copy whose destination sits a few bytes past its source modulo 4 KiB
-  // runs up to 2x slower (loads wait on the stores they seem to alias):
-  // with the payload straight after the 40-byte header, 2 ranks exchanging
-  // 2 MiB over loopback took 1.3-2.1x longer.
+  // A kernel copy whose destination sits a few bytes past its source
+  // modulo 4 KiB is slow (loads wait on the stores they seem to alias;
+  // core/copy.h has the user-space side of it): with the payload straight
+  // after the 40-byte header, 2 ranks exchanging 2 MiB over loopback took
+  // 1.5-2.1x longer.
   static constexpr size_t kFrameAlign = 64;
   static constexpr size_t kLeadFrom = 4096;
   static uint32_t frame_lead(const void* src, size_t bytes);
