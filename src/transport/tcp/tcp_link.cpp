@@ -227,6 +227,11 @@ Status TcpLink::read_notice(const Header& h) {
 size_t TcpLink::take_ahead(uint8_t* dst, size_t want) {
   const size_t n = std::min(want, ahead());
   copy_bytes(dst, ahead_.data() + ahead_pos_, n);
+  return drop_ahead(n);
+}
+
+size_t TcpLink::drop_ahead(size_t want) {
+  const size_t n = std::min(want, ahead());
   ahead_pos_ += n;
   if (ahead_pos_ == ahead_end_) ahead_pos_ = ahead_end_ = 0;
   return n;
@@ -256,10 +261,7 @@ ssize_t TcpLink::skip_padding() {
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return n;
     }
-    const size_t k = std::min(recv_skip_, ahead());
-    ahead_pos_ += k;
-    recv_skip_ -= k;
-    if (ahead_pos_ == ahead_end_) ahead_pos_ = ahead_end_ = 0;
+    recv_skip_ -= drop_ahead(recv_skip_);
   }
   return 1;
 }

@@ -76,6 +76,7 @@ class TcpLink final : public Link {
   // Read-ahead: bytes received but not yet consumed are [ahead_pos_, ahead_end_).
   size_t ahead() const { return ahead_end_ - ahead_pos_; }
   size_t take_ahead(uint8_t* dst, size_t want);
+  size_t drop_ahead(size_t want);  // consumes up to `want` read-ahead bytes unseen
   // One nonblocking recv (into dst, or into the read-ahead buffer): its
   // result (0: the peer closed; -1 with errno); data marks the peer heard.
   ssize_t read_into(uint8_t* dst, size_t want);
