@@ -2,6 +2,7 @@
 
 #include "bootstrap/socket.h"
 #include "core/config.h"
+#include "core/copy.h"
 #include "core/log.h"
 #include "exec/reduce.h"
 #include "tune/comm_tuning.h"
@@ -28,7 +29,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -40,6 +43,34 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
 
+// A buffer that starts on a page, filled with `fill`. Two of them sit at
+// one offset in their pages, as two ranks' buffers allocated alike do.
+// Buffers from the heap sit wherever the allocator put them: neighbouring
+// chunks here came 16 and 48 bytes apart modulo 4 KiB, where the CPU's
+// `rep movsb` (glibc's memcpy of 2-512 KiB, the kernel's copy in
+// process_vm_readv) runs at 1.4-2.4 GB/s against 5.8-6.8, and which
+// calibration then took for the machine's rate.
+class PageBuffer {
+ public:
+  PageBuffer(size_t bytes, int fill)
+      : bytes_(bytes), p_(static_cast<char*>(std::aligned_alloc(kPage, round_up(bytes)))) {
+    if (p_ == nullptr) throw std::bad_alloc();
+    std::memset(p_.get(), fill, bytes_);
+  }
+  char* data() { return p_.get(); }
+  size_t size() const { return bytes_; }
+
+ private:
+  static constexpr size_t kPage = 4096;
+  // aligned_alloc wants a whole number of its alignment, and not 0.
+  static size_t round_up(size_t bytes) { return (std::max<size_t>(bytes, 1) + kPage - 1) / kPage * kPage; }
+  struct Free {
+    void operator()(char* p) const { std::free(p); }
+  };
+  size_t bytes_;
+  std::unique_ptr<char, Free> p_;
+};
+
 // Best of a few repetitions: the machine is shared, the minimum is the signal.
 template <typename F>
 double best_of(int reps, F f) {
@@ -48,13 +79,14 @@ double best_of(int reps, F f) {
   return best;
 }
 
-// memcpy of `n` bytes, best of a few: 8 MiB leaves the caches, 256 KiB
-// (a call's first bytes, see sim::ClusterModel::call_cached_bytes) stays.
+// A local copy of `n` bytes as the data path makes it (copy_bytes), best
+// of a few: 8 MiB leaves the caches, 256 KiB (a call's first bytes, see
+// sim::ClusterModel::call_cached_bytes) stays.
 double measure_memcpy_gbps(size_t n) {
-  std::vector<char> a(n, 1), b(n, 2);
+  PageBuffer a(n, 1), b(n, 2);
   double us = best_of(5, [&] {
     auto t0 = Clock::now();
-    std::memcpy(b.data(), a.data(), n);
+    copy_bytes(b.data(), a.data(), n);
     std::swap(a, b);
     return us_since(t0);
   });
@@ -162,7 +194,7 @@ double measure_slot_stream_gbps() {
   const size_t message = 1 << 20;
   constexpr int kBatches = 5, kPerBatch = 8;
   constexpr int kMessages = (kBatches + 1) * kPerBatch;
-  std::vector<uint8_t> slots(nslots * slot_bytes), from(message, 1), to(message, 2);
+  PageBuffer slots(nslots * slot_bytes, 0), from(message, 1), to(message, 2);
   alignas(64) std::atomic<uint64_t> head{0};
   alignas(64) std::atomic<uint64_t> tail{0};
   const TwoCores cores;
@@ -173,7 +205,7 @@ double measure_slot_stream_gbps() {
       for (size_t done = 0; done < message;) {
         while (tail.load(std::memory_order_acquire) == h) sched_yield();
         const size_t piece = std::min(slot_bytes, message - done);
-        std::memcpy(to.data() + done, slots.data() + (h % nslots) * slot_bytes, piece);
+        copy_bytes(to.data() + done, slots.data() + (h % nslots) * slot_bytes, piece);
         head.store(++h, std::memory_order_release);
         done += piece;
       }
@@ -189,7 +221,7 @@ double measure_slot_stream_gbps() {
         for (size_t done = 0; done < message;) {
           while (t - head.load(std::memory_order_acquire) >= nslots) sched_yield();
           const size_t piece = std::min(slot_bytes, message - done);
-          std::memcpy(slots.data() + (t % nslots) * slot_bytes, from.data() + done, piece);
+          copy_bytes(slots.data() + (t % nslots) * slot_bytes, from.data() + done, piece);
           tail.store(++t, std::memory_order_release);
           done += piece;
         }
@@ -214,8 +246,8 @@ double measure_slot_stream_gbps() {
 // 0.42-0.83 of their measured time.
 void measure_cma(double* us, double* cached_gbps, double* gbps) {
   const size_t big = 4 << 20, cached = 256 << 10, small = 4 << 10;
-  std::vector<char> buf[2] = {std::vector<char>(big, 1), std::vector<char>(big, 2)};
-  std::vector<char> to[2] = {std::vector<char>(big, 3), std::vector<char>(big, 4)};
+  PageBuffer buf[2] = {PageBuffer(big, 1), PageBuffer(big, 2)};
+  PageBuffer to[2] = {PageBuffer(big, 3), PageBuffer(big, 4)};
   auto read_from = [&](int side, int peer, size_t bytes) {
     iovec l{to[side].data(), bytes}, r{buf[peer].data(), bytes};
     return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == static_cast<ssize_t>(bytes);
@@ -475,7 +507,11 @@ void apply_net_override(Constants* c) {
 
 namespace {
 // How the constants are measured; a cache written by another method is
-// measured again. Method 6 polls the loopback stream's sockets as the
+// measured again. Method 7 copies between page-aligned buffers with the
+// data path's copy_bytes (method 6 took heap buffers, whose offsets put the
+// copies and process_vm_readv's reads on the CPU's slow short distance:
+// process_vm_readv read 1.4-2.3 GB/s where two processes' buffers at one
+// offset read 8.5-9.3). Method 6 polls the loopback stream's sockets as the
 // executor does (method 5 blocked in recv and send). Method 5 keeps each
 // constant's median of three passes (measure_constants) and streams loopback TCP through sockets with the
 // transport's buffers (method 4 left them to the kernel's autotuning: in
@@ -487,7 +523,7 @@ namespace {
 // message's bandwidth from a slot stream between two cores (method 2 took
 // half a memcpy's). Method 2 timed the flag hand-off on two pinned cores
 // (method 1 on whatever cores a bound rank had, often one).
-constexpr double kCalibrationMethod = 6;
+constexpr double kCalibrationMethod = 7;
 }  // namespace
 
 std::string Constants::to_text() const {
