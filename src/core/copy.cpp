@@ -16,7 +16,7 @@ constexpr size_t kVectorFrom = 1024;
 // Whether dst lies 1-63 bytes past src modulo 4 KiB: the distances at which
 // `rep movsb` stalls.
 bool short_distance(const void* dst, const void* src) {
-  const uintptr_t gap = (reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src)) & 4095;
+  const size_t gap = page_distance(dst, src);
   return gap != 0 && gap < 64;
 }
 

@@ -14,8 +14,15 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace conflux {
+
+// How many bytes dst lies past src modulo 4 KiB: what decides whether a
+// `rep movsb` between them stalls.
+inline size_t page_distance(const void* dst, const void* src) {
+  return (reinterpret_cast<uintptr_t>(dst) - reinterpret_cast<uintptr_t>(src)) & 4095;
+}
 
 // dst and src must not overlap (as memcpy).
 void copy_bytes(void* dst, const void* src, size_t bytes);

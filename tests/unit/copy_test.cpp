@@ -26,12 +26,15 @@ TEST(CopyBytes, CopiesEveryByteAtEveryDistanceAndLeavesTheRestAlone) {
   const size_t most = 70001;
   // One arena so that the destination can sit at any distance from the
   // source modulo 4 KiB, including the short ones.
-  std::vector<uint8_t> arena(2 * most + 4 * size_t{4096});
+  std::vector<uint8_t> arena(2 * most + 5 * size_t{4096});
   const auto src = pattern(most, 7);
   for (size_t bytes : kSizes) {
     for (int gap : {-65, -64, -16, -1, 0, 1, 8, 16, 31, 32, 48, 63, 64, 65, 4095}) {
       uint8_t* s = arena.data() + 4096;
-      uint8_t* d = s + most + 4096 + static_cast<std::ptrdiff_t>((gap % 4096 + 4096) % 4096);
+      // Past the source by a whole number of pages, then by the gap.
+      const size_t gap_bytes = static_cast<size_t>((gap % 4096 + 4096) % 4096);
+      uint8_t* d = s + (most + 4095) / 4096 * 4096 + 4096 + gap_bytes;
+      ASSERT_EQ(page_distance(d, s), gap_bytes);
       std::memcpy(s, src.data(), bytes);
       std::fill(d - 64, d + bytes + 64, uint8_t{0xEE});
       copy_bytes(d, s, bytes);
