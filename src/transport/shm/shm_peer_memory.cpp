@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -189,27 +188,6 @@ uint8_t* ShmPeerMemory::view(int peer, int buf, size_t offset, size_t bytes) {
   return remote.ok() ? mapped(peer, buf, remote.value(), bytes) : nullptr;
 }
 
-Status ShmPeerMemory::kernel_copy(int peer, uint64_t remote, void* local, size_t bytes, bool to_peer) {
-  auto* at = static_cast<uint8_t*>(local);
-  while (bytes > 0) {
-    iovec l{at, bytes}, r{reinterpret_cast<void*>(remote), bytes};
-    const ssize_t moved = to_peer ? process_vm_writev(pids_[peer], &l, 1, &r, 1, 0)
-                                  : process_vm_readv(pids_[peer], &l, 1, &r, 1, 0);
-    if (moved <= 0) {
-      const int err = moved < 0 ? errno : EIO;
-      if (err == EINTR) continue;
-      if (err == ESRCH) return remote_error("rank " + std::to_string(peer) + " exited or was killed");
-      return system_error(std::string(to_peer ? "writing" : "reading") + " rank " + std::to_string(peer) +
-                              "'s buffer (" + (to_peer ? "process_vm_writev" : "process_vm_readv") + ")",
-                          err);
-    }
-    at += moved;
-    remote += static_cast<uint64_t>(moved);
-    bytes -= static_cast<size_t>(moved);
-  }
-  return Status::Ok();
-}
-
 Status ShmPeerMemory::read(int peer, int buf, size_t offset, void* to, size_t bytes) {
   Piece piece{offset, static_cast<uint8_t*>(to), bytes};
   return transfer(peer, buf, false, &piece, 1);
@@ -221,31 +199,7 @@ Status ShmPeerMemory::write(int peer, int buf, size_t offset, const void* from, 
 }
 
 Status ShmPeerMemory::transfer(int peer, int buf, bool to_peer, const Piece* pieces, size_t count) {
-  // Pieces the kernel moves go in batches of IOV_MAX (1024 on Linux): one
-  // process_vm_readv/writev costs about as much as a 4 KiB copy, so a call
-  // per row would double the time of a row-by-row exchange.
-  constexpr size_t kBatch = 1024;
-  iovec local[kBatch], remote[kBatch];
-  size_t batched = 0, batch_bytes = 0;
-  auto flush = [&]() -> Status {
-    if (batched == 0) return Status::Ok();
-    const ssize_t moved = to_peer ? process_vm_writev(pids_[peer], local, batched, remote, batched, 0)
-                                  : process_vm_readv(pids_[peer], local, batched, remote, batched, 0);
-    size_t done = moved > 0 ? static_cast<size_t>(moved) : 0;
-    if (done != batch_bytes) {
-      // A partial transfer (or an error, which kernel_copy reports with its
-      // cause): the rest piece by piece.
-      for (size_t i = 0; i < batched; ++i) {
-        const size_t len = local[i].iov_len, skip = std::min(done, len);
-        done -= skip;
-        if (skip == len) continue;
-        CFX_RETURN_IF_ERROR(kernel_copy(peer, reinterpret_cast<uint64_t>(remote[i].iov_base) + skip,
-                                        static_cast<uint8_t*>(local[i].iov_base) + skip, len - skip, to_peer));
-      }
-    }
-    batched = batch_bytes = 0;
-    return Status::Ok();
-  };
+  kernel_.begin(peer, pids_[peer], to_peer);
   for (size_t i = 0; i < count; ++i) {
     const Piece& p = pieces[i];
     if (p.bytes == 0) continue;
@@ -262,13 +216,9 @@ Status ShmPeerMemory::transfer(int peer, int buf, bool to_peer, const Piece* pie
       else copy_bytes(p.local, v, p.bytes);
       continue;
     }
-    local[batched] = iovec{p.local, p.bytes};
-    remote[batched] = iovec{reinterpret_cast<void*>(at), p.bytes};
-    ++batched;
-    batch_bytes += p.bytes;
-    if (batched == kBatch) CFX_RETURN_IF_ERROR(flush());
+    CFX_RETURN_IF_ERROR(kernel_.add(p.local, at, p.bytes));
   }
-  return flush();
+  return kernel_.finish();
 }
 
 void ShmPeerMemory::signal(uint32_t signals) {
@@ -301,7 +251,7 @@ bool ShmPeerMemory::kernel_copy_works() {
     // A word of the peer's segment, at the peer's own address of it.
     uint64_t word = 0;
     const uint64_t remote = peers_[p]->owner_address(&peers_[p]->flag());
-    Status st = kernel_copy(static_cast<int>(p), remote, &word, sizeof word, false);
+    Status st = KernelCopies::copy_range(static_cast<int>(p), pids_[p], remote, &word, sizeof word, false);
     if (!st.ok()) {
       CFX_WARN(kShm, "one-sided single-copy algorithms off: %s", st.message().c_str());
       return false;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "transport/peer_memory.h"
+#include "transport/shm/kernel_copies.h"
 #include "transport/shm/shm_segment.h"
 
 #include <vector>
@@ -64,7 +65,6 @@ class ShmPeerMemory final : public PeerMemory {
   // Where `bytes` at the peer's address `remote` (in buffer `buf`) lie in
   // this process, or nullptr when they are not in a mapped region.
   uint8_t* mapped(int peer, int buf, uint64_t remote, size_t bytes);
-  Status kernel_copy(int peer, uint64_t remote, void* local, size_t bytes, bool to_peer);
 
   const ShmSegment& mine_;
   std::vector<const ShmSegment*> peers_;
@@ -86,6 +86,7 @@ class ShmPeerMemory final : public PeerMemory {
   };
   std::vector<Snapshot> snapshots_;
   std::vector<Mapping> mappings_;
+  KernelCopies kernel_;  // peers' ordinary buffers
 };
 
 }  // namespace conflux

@@ -1,0 +1,150 @@
+// KernelCopies against memcpy: reads and writes through process_vm_readv/
+// writev (of this process, which may always read itself) at every distance
+// class between the local and remote bytes, the ones it bounces (1-31
+// bytes past modulo 4 KiB, from 1 KiB) and the ones it leaves to the
+// kernel, in pieces that fill the bounce, span it, and overflow a batch.
+#include "transport/shm/kernel_copies.h"
+
+#include "core/copy.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+namespace conflux {
+namespace {
+
+constexpr uint8_t kGuard = 0xEE;
+
+std::vector<uint8_t> pattern(size_t n, uint8_t first) {
+  std::vector<uint8_t> v(n);
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+uint64_t address(const uint8_t* p) { return reinterpret_cast<uint64_t>(p); }
+
+// An arena in which one range sits at any distance from another modulo 4 KiB.
+struct Arena {
+  explicit Arena(size_t most) : bytes(2 * most + 5 * size_t{4096}), most(most) {}
+  uint8_t* first() { return bytes.data() + 4096; }
+  // Past the first by a whole number of pages, then by the gap.
+  uint8_t* second(int gap) {
+    return first() + (most + 4095) / 4096 * 4096 + 4096 + static_cast<size_t>((gap % 4096 + 4096) % 4096);
+  }
+  std::vector<uint8_t> bytes;
+  size_t most;
+};
+
+void expect_guards(const uint8_t* d, size_t bytes, const std::string& what) {
+  for (int k = 1; k <= 64; ++k) {
+    ASSERT_EQ(d[-k], kGuard) << "wrote before the destination: " << what;
+    ASSERT_EQ(d[bytes + k - 1], kGuard) << "wrote past the destination: " << what;
+  }
+}
+
+const size_t kSizes[] = {0, 1, 1023, 1024, 4096 + 17, KernelCopies::kBounceBytes - 5,
+                         KernelCopies::kBounceBytes + 4099, 3 * KernelCopies::kBounceBytes + 1};
+const int kGaps[] = {-16, -1, 0, 1, 8, 16, 31, 32, 48, 63, 64, 4095};
+
+// What the kernel copies slowly: 1-31 bytes past, from 1 KiB.
+size_t expected_bounce(int gap, size_t bytes) {
+  return gap >= 1 && gap <= 31 && bytes >= KernelCopies::kBounceFrom ? bytes : 0;
+}
+
+TEST(KernelCopies, ReadsEveryByteAtEveryDistanceAndLeavesTheRestAlone) {
+  const size_t most = 3 * KernelCopies::kBounceBytes + 1;
+  Arena arena(most);
+  const auto src = pattern(most, 3);
+  KernelCopies copies;
+  for (size_t bytes : kSizes) {
+    for (int gap : kGaps) {
+      uint8_t* remote = arena.first();
+      uint8_t* local = arena.second(gap);  // the destination, `gap` past the source
+      ASSERT_EQ(page_distance(local, remote), static_cast<size_t>((gap + 4096) % 4096));
+      std::memcpy(remote, src.data(), bytes);
+      std::fill(local - 64, local + bytes + 64, kGuard);
+      const size_t bounced = copies.bounced_bytes();
+      copies.begin(0, getpid(), false);
+      ASSERT_TRUE(copies.add(local, address(remote), bytes).ok());
+      ASSERT_TRUE(copies.finish().ok());
+      const std::string what = std::to_string(bytes) + " bytes at distance " + std::to_string(gap);
+      ASSERT_EQ(std::memcmp(local, src.data(), bytes), 0) << what;
+      expect_guards(local, bytes, what);
+      EXPECT_EQ(copies.bounced_bytes() - bounced, expected_bounce(gap, bytes)) << what;
+    }
+  }
+}
+
+TEST(KernelCopies, WritesEveryByteAtEveryDistanceAndLeavesTheRestAlone) {
+  const size_t most = 3 * KernelCopies::kBounceBytes + 1;
+  Arena arena(most);
+  const auto src = pattern(most, 9);
+  KernelCopies copies;
+  for (size_t bytes : kSizes) {
+    for (int gap : kGaps) {
+      uint8_t* local = arena.first();
+      uint8_t* remote = arena.second(gap);  // the destination, `gap` past the source
+      ASSERT_EQ(page_distance(remote, local), static_cast<size_t>((gap + 4096) % 4096));
+      std::memcpy(local, src.data(), bytes);
+      std::fill(remote - 64, remote + bytes + 64, kGuard);
+      const size_t bounced = copies.bounced_bytes();
+      copies.begin(0, getpid(), true);
+      ASSERT_TRUE(copies.add(local, address(remote), bytes).ok());
+      ASSERT_TRUE(copies.finish().ok());
+      const std::string what = std::to_string(bytes) + " bytes at distance " + std::to_string(gap);
+      ASSERT_EQ(std::memcmp(remote, src.data(), bytes), 0) << what;
+      expect_guards(remote, bytes, what);
+      EXPECT_EQ(copies.bounced_bytes() - bounced, expected_bounce(gap, bytes)) << what;
+    }
+  }
+}
+
+// Rows of a MoE exchange: more pieces than one call takes, bounced and
+// direct ones interleaved, both directions.
+TEST(KernelCopies, ManyPiecesOfMixedDistancesInOneTransfer) {
+  constexpr size_t kRows = 2500, kRow = 1040;  // 1040: rows drift 16 bytes a row against 4 KiB
+  for (bool to_peer : {false, true}) {
+    std::vector<uint8_t> from = pattern(kRows * kRow, 5);
+    // The destination rows in reverse order, each 0-63 bytes further on.
+    std::vector<uint8_t> into(kRows * (kRow + 64) + 64, kGuard);
+    KernelCopies copies;
+    copies.begin(0, getpid(), to_peer);
+    std::vector<uint8_t*> at(kRows);
+    for (size_t r = 0; r < kRows; ++r) {
+      at[r] = into.data() + (kRows - 1 - r) * (kRow + 64) + r % 64;
+      uint8_t* src = from.data() + r * kRow;
+      Status st = to_peer ? copies.add(src, address(at[r]), kRow) : copies.add(at[r], address(src), kRow);
+      ASSERT_TRUE(st.ok()) << st.message();
+    }
+    ASSERT_TRUE(copies.finish().ok());
+    EXPECT_GT(copies.bounced_bytes(), 0u);
+    EXPECT_LT(copies.bounced_bytes(), kRows * kRow);
+    for (size_t r = 0; r < kRows; ++r)
+      ASSERT_EQ(std::memcmp(at[r], from.data() + r * kRow, kRow), 0) << "row " << r << (to_peer ? " written" : " read");
+    std::vector<bool> row_byte(into.size(), false);
+    for (size_t r = 0; r < kRows; ++r)
+      std::fill_n(row_byte.begin() + (at[r] - into.data()), kRow, true);
+    for (size_t i = 0; i < into.size(); ++i)
+      if (!row_byte[i]) ASSERT_EQ(into[i], kGuard) << "byte " << i << " between rows" << (to_peer ? " written" : " read");
+  }
+}
+
+TEST(KernelCopies, AnUnreachableAddressIsAnErrorNamingThePeer) {
+  std::vector<uint8_t> local(4096);
+  KernelCopies copies;
+  copies.begin(3, getpid(), false);
+  // Page 0 is never mapped.
+  Status st = copies.add(local.data(), 16, local.size());
+  if (st.ok()) st = copies.finish();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("rank 3"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("process_vm_readv"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace conflux
