@@ -45,11 +45,11 @@ double us_since(Clock::time_point t0) { return std::chrono::duration<double, std
 
 // A buffer that starts on a page, filled with `fill`. Two of them sit at
 // one offset in their pages, as two ranks' buffers allocated alike do.
-// Buffers from the heap sit wherever the allocator put them: neighbouring
-// chunks here came 16 and 48 bytes apart modulo 4 KiB, where the CPU's
-// `rep movsb` (glibc's memcpy of 2-512 KiB, the kernel's copy in
-// process_vm_readv) runs at 1.4-2.4 GB/s against 5.8-6.8, and which
-// calibration then took for the machine's rate.
+// Buffers from the heap sit wherever the allocator put them: here one
+// side's destination came 16 bytes past its source modulo 4 KiB, where
+// the CPU's `rep movsb` (glibc's memcpy of 2-512 KiB, the kernel's copy in
+// process_vm_readv) stalls: process_vm_readv ran at 1.4-2.4 GB/s against
+// 5.8-6.8, and calibration took that for the machine's rate.
 class PageBuffer {
  public:
   PageBuffer(size_t bytes, int fill)
