@@ -56,53 +56,39 @@ size_t expected_bounce(int gap, size_t bytes) {
   return gap >= 1 && gap <= 31 && bytes >= KernelCopies::kBounceFrom ? bytes : 0;
 }
 
-TEST(KernelCopies, ReadsEveryByteAtEveryDistanceAndLeavesTheRestAlone) {
+// Copies every size at every gap, reading from this process as from a
+// peer (or writing to it): the source is the arena's first range, the
+// destination `gap` bytes past it modulo 4 KiB.
+void copy_at_every_distance(bool to_peer) {
   const size_t most = 3 * KernelCopies::kBounceBytes + 1;
   Arena arena(most);
-  const auto src = pattern(most, 3);
+  const auto src = pattern(most, to_peer ? 9 : 3);
   KernelCopies copies;
   for (size_t bytes : kSizes) {
     for (int gap : kGaps) {
-      uint8_t* remote = arena.first();
-      uint8_t* local = arena.second(gap);  // the destination, `gap` past the source
-      ASSERT_EQ(page_distance(local, remote), static_cast<size_t>((gap + 4096) % 4096));
-      std::memcpy(remote, src.data(), bytes);
-      std::fill(local - 64, local + bytes + 64, kGuard);
+      uint8_t* from = arena.first();
+      uint8_t* to = arena.second(gap);
+      ASSERT_EQ(page_distance(to, from), static_cast<size_t>((gap + 4096) % 4096));
+      std::memcpy(from, src.data(), bytes);
+      std::fill(to - 64, to + bytes + 64, kGuard);
       const size_t bounced = copies.bounced_bytes();
-      copies.begin(0, getpid(), false);
-      ASSERT_TRUE(copies.add(local, address(remote), bytes).ok());
-      ASSERT_TRUE(copies.finish().ok());
-      const std::string what = std::to_string(bytes) + " bytes at distance " + std::to_string(gap);
-      ASSERT_EQ(std::memcmp(local, src.data(), bytes), 0) << what;
-      expect_guards(local, bytes, what);
+      copies.begin(0, getpid(), to_peer);
+      // The peer's side is the destination when writing, the source when reading.
+      Status st = to_peer ? copies.add(from, address(to), bytes) : copies.add(to, address(from), bytes);
+      if (st.ok()) st = copies.finish();
+      ASSERT_TRUE(st.ok()) << st.message();
+      const std::string what = std::to_string(bytes) + " bytes at distance " + std::to_string(gap) +
+                               (to_peer ? ", written" : ", read");
+      ASSERT_EQ(std::memcmp(to, src.data(), bytes), 0) << what;
+      expect_guards(to, bytes, what);
       EXPECT_EQ(copies.bounced_bytes() - bounced, expected_bounce(gap, bytes)) << what;
     }
   }
 }
 
-TEST(KernelCopies, WritesEveryByteAtEveryDistanceAndLeavesTheRestAlone) {
-  const size_t most = 3 * KernelCopies::kBounceBytes + 1;
-  Arena arena(most);
-  const auto src = pattern(most, 9);
-  KernelCopies copies;
-  for (size_t bytes : kSizes) {
-    for (int gap : kGaps) {
-      uint8_t* local = arena.first();
-      uint8_t* remote = arena.second(gap);  // the destination, `gap` past the source
-      ASSERT_EQ(page_distance(remote, local), static_cast<size_t>((gap + 4096) % 4096));
-      std::memcpy(local, src.data(), bytes);
-      std::fill(remote - 64, remote + bytes + 64, kGuard);
-      const size_t bounced = copies.bounced_bytes();
-      copies.begin(0, getpid(), true);
-      ASSERT_TRUE(copies.add(local, address(remote), bytes).ok());
-      ASSERT_TRUE(copies.finish().ok());
-      const std::string what = std::to_string(bytes) + " bytes at distance " + std::to_string(gap);
-      ASSERT_EQ(std::memcmp(remote, src.data(), bytes), 0) << what;
-      expect_guards(remote, bytes, what);
-      EXPECT_EQ(copies.bounced_bytes() - bounced, expected_bounce(gap, bytes)) << what;
-    }
-  }
-}
+TEST(KernelCopies, ReadsEveryByteAtEveryDistanceAndLeavesTheRestAlone) { copy_at_every_distance(false); }
+
+TEST(KernelCopies, WritesEveryByteAtEveryDistanceAndLeavesTheRestAlone) { copy_at_every_distance(true); }
 
 // Rows of a MoE exchange: more pieces than one call takes, bounced and
 // direct ones interleaved, both directions.
