@@ -16,9 +16,7 @@ void KernelCopies::Free::operator()(uint8_t* p) const { std::free(p); }
 KernelCopies::KernelCopies()
     : direct_(std::make_unique<Batch>()),
       bounced_(std::make_unique<Batch>()),
-      // A line more than the pieces, so that each can start at its remote
-      // bytes' offset within a line.
-      bounce_(static_cast<uint8_t*>(std::aligned_alloc(4096, kBounceBytes + 4096))) {
+      bounce_(static_cast<uint8_t*>(std::aligned_alloc(4096, kBounceBytes))) {
   if (bounce_ == nullptr) throw std::bad_alloc();
 }
 

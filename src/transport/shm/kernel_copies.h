@@ -52,8 +52,8 @@ class KernelCopies {
 
   // Pieces at least this large at a slow distance go through the bounce.
   static constexpr size_t kBounceFrom = 1024;
-  // The bounce's size: a piece of it and its copy stay in a core's L2
-  // (4 MiB read in 32/64/128/256 KiB pieces: 4.0/4.7/5.2/5.2 GB/s).
+  // The bounce's size, whole pages: a piece of it and its copy stay in a
+  // core's L2 (4 MiB read in 32/64/128/256 KiB pieces: 4.0/4.7/5.2/5.2 GB/s).
   static constexpr size_t kBounceBytes = 128 << 10;
 
  private:
