@@ -30,7 +30,7 @@ uint64_t address(const uint8_t* p) { return reinterpret_cast<uint64_t>(p); }
 
 // An arena in which one range sits at any distance from another modulo 4 KiB.
 struct Arena {
-  explicit Arena(size_t most) : bytes(2 * most + 5 * size_t{4096}), most(most) {}
+  explicit Arena(size_t largest) : bytes(2 * largest + 5 * size_t{4096}), most(largest) {}
   uint8_t* first() { return bytes.data() + 4096; }
   // Past the first by a whole number of pages, then by the gap.
   uint8_t* second(int gap) {
@@ -115,8 +115,11 @@ TEST(KernelCopies, ManyPiecesOfMixedDistancesInOneTransfer) {
     std::vector<bool> row_byte(into.size(), false);
     for (size_t r = 0; r < kRows; ++r)
       std::fill_n(row_byte.begin() + (at[r] - into.data()), kRow, true);
-    for (size_t i = 0; i < into.size(); ++i)
-      if (!row_byte[i]) ASSERT_EQ(into[i], kGuard) << "byte " << i << " between rows" << (to_peer ? " written" : " read");
+    for (size_t i = 0; i < into.size(); ++i) {
+      if (!row_byte[i]) {
+        ASSERT_EQ(into[i], kGuard) << "byte " << i << " between rows" << (to_peer ? " written" : " read");
+      }
+    }
   }
 }
 
