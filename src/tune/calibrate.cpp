@@ -4,6 +4,7 @@
 #include "core/config.h"
 #include "core/copy.h"
 #include "core/log.h"
+#include "core/page_buffer.h"
 #include "exec/reduce.h"
 #include "tune/comm_tuning.h"
 
@@ -29,9 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <memory>
 #include <mutex>
-#include <new>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -42,34 +41,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
-
-// A buffer that starts on a page, filled with `fill`. Two of them sit at
-// one offset in their pages, as two ranks' buffers allocated alike do.
-// Buffers from the heap sit wherever the allocator put them: here one
-// side's destination came 16 bytes past its source modulo 4 KiB, where
-// the CPU's `rep movsb` (glibc's memcpy of 2-512 KiB, the kernel's copy in
-// process_vm_readv) stalls: process_vm_readv ran at 1.4-2.4 GB/s against
-// 5.8-6.8, and calibration took that for the machine's rate.
-class PageBuffer {
- public:
-  PageBuffer(size_t bytes, int fill)
-      : bytes_(bytes), p_(static_cast<char*>(std::aligned_alloc(kPage, round_up(bytes)))) {
-    if (p_ == nullptr) throw std::bad_alloc();
-    std::memset(p_.get(), fill, bytes_);
-  }
-  char* data() { return p_.get(); }
-  size_t size() const { return bytes_; }
-
- private:
-  static constexpr size_t kPage = 4096;
-  // aligned_alloc wants a whole number of its alignment, and not 0.
-  static size_t round_up(size_t bytes) { return (std::max<size_t>(bytes, 1) + kPage - 1) / kPage * kPage; }
-  struct Free {
-    void operator()(char* p) const { std::free(p); }
-  };
-  size_t bytes_;
-  std::unique_ptr<char, Free> p_;
-};
 
 // Best of a few repetitions: the machine is shared, the minimum is the signal.
 template <typename F>

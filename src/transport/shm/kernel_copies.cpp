@@ -3,22 +3,16 @@
 #include "core/copy.h"
 
 #include <cerrno>
-#include <cstdlib>
-#include <new>
 
 namespace conflux {
 namespace {
 constexpr size_t kLine = 64;
 }  // namespace
 
-void KernelCopies::Free::operator()(uint8_t* p) const { std::free(p); }
-
 KernelCopies::KernelCopies()
     : direct_(std::make_unique<Batch>()),
       bounced_(std::make_unique<Batch>()),
-      bounce_(static_cast<uint8_t*>(std::aligned_alloc(4096, kBounceBytes))) {
-  if (bounce_ == nullptr) throw std::bad_alloc();
-}
+      bounce_(kBounceBytes, 0) {}
 
 bool KernelCopies::slow_distance(const void* dst, const void* src, size_t bytes) {
   const size_t gap = page_distance(dst, src);
@@ -61,7 +55,7 @@ Status KernelCopies::add_bounced(uint8_t* local, uint64_t remote, size_t bytes) 
       at = remote % kLine;
     }
     const size_t n = std::min(bytes, kBounceBytes - at);
-    uint8_t* b = bounce_.get() + at;
+    uint8_t* b = reinterpret_cast<uint8_t*>(bounce_.data()) + at;
     if (to_peer_) copy_bytes(b, local, n);
     else copy_out_.push_back({local, b, n});
     push(*bounced_, b, remote, n);

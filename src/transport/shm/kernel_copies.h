@@ -16,6 +16,7 @@
 // for the extra copy.
 #pragma once
 
+#include "core/page_buffer.h"
 #include "core/status.h"
 
 #include <sys/uio.h>
@@ -82,10 +83,7 @@ class KernelCopies {
   bool to_peer_ = false;
   std::unique_ptr<Batch> direct_, bounced_;
   std::vector<CopyOut> copy_out_;
-  struct Free {
-    void operator()(uint8_t* p) const;
-  };
-  std::unique_ptr<uint8_t, Free> bounce_;
+  PageBuffer bounce_;
   size_t bounce_used_ = 0;
   size_t bounced_total_ = 0;
 };
