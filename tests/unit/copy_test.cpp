@@ -3,12 +3,13 @@
 // between the buffers near the ones it takes over from memcpy (1-63 bytes
 // past the source modulo 4 KiB) and some it leaves to memcpy.
 #include "core/copy.h"
+#include "support/distance_arena.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
-#include <numeric>
+#include <string>
 #include <vector>
 
 namespace conflux {
@@ -16,34 +17,25 @@ namespace {
 
 constexpr size_t kSizes[] = {0, 1, 63, 64, 65, 1023, 1024, 1025, 4096 + 17, 70001};
 
-std::vector<uint8_t> pattern(size_t n, uint8_t first) {
-  std::vector<uint8_t> v(n);
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
+using test::pattern;
 
 TEST(CopyBytes, CopiesEveryByteAtEveryDistanceAndLeavesTheRestAlone) {
   const size_t most = 70001;
-  // One arena so that the destination can sit at any distance from the
-  // source modulo 4 KiB, including the short ones.
-  std::vector<uint8_t> arena(2 * most + 5 * size_t{4096});
+  // The destination at any distance from the source modulo 4 KiB,
+  // including the short ones.
+  test::DistanceArena arena(most);
   const auto src = pattern(most, 7);
   for (size_t bytes : kSizes) {
     for (int gap : {-65, -64, -16, -1, 0, 1, 8, 16, 31, 32, 48, 63, 64, 65, 4095}) {
-      uint8_t* s = arena.data() + 4096;
-      // Past the source by a whole number of pages, then by the gap.
-      const size_t gap_bytes = static_cast<size_t>((gap % 4096 + 4096) % 4096);
-      uint8_t* d = s + (most + 4095) / 4096 * 4096 + 4096 + gap_bytes;
-      ASSERT_EQ(page_distance(d, s), gap_bytes);
+      uint8_t* s = arena.first();
+      uint8_t* d = arena.second(gap);
+      ASSERT_EQ(page_distance(d, s), static_cast<size_t>((gap % 4096 + 4096) % 4096));
       std::memcpy(s, src.data(), bytes);
-      std::fill(d - 64, d + bytes + 64, uint8_t{0xEE});
+      std::fill(d - 64, d + bytes + 64, test::kGuard);
       copy_bytes(d, s, bytes);
-      ASSERT_EQ(std::memcmp(d, src.data(), bytes), 0) << bytes << " bytes at distance " << gap;
-      for (int k = 1; k <= 64; ++k) {
-        ASSERT_EQ(d[-k], 0xEE) << "wrote before the destination: " << bytes << " bytes at distance " << gap;
-        ASSERT_EQ(d[bytes + static_cast<size_t>(k) - 1], 0xEE)
-            << "wrote past the destination: " << bytes << " bytes at distance " << gap;
-      }
+      const std::string what = std::to_string(bytes) + " bytes at distance " + std::to_string(gap);
+      ASSERT_EQ(std::memcmp(d, src.data(), bytes), 0) << what;
+      ASSERT_NO_FATAL_FAILURE(test::expect_guards(d, bytes, what));
     }
   }
 }

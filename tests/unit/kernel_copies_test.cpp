@@ -6,46 +6,25 @@
 #include "transport/shm/kernel_copies.h"
 
 #include "core/copy.h"
+#include "support/distance_arena.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
-#include <numeric>
+#include <string>
 #include <vector>
 
 namespace conflux {
 namespace {
 
-constexpr uint8_t kGuard = 0xEE;
-
-std::vector<uint8_t> pattern(size_t n, uint8_t first) {
-  std::vector<uint8_t> v(n);
-  std::iota(v.begin(), v.end(), first);
-  return v;
-}
+using test::DistanceArena;
+using test::expect_guards;
+using test::kGuard;
+using test::pattern;
 
 uint64_t address(const uint8_t* p) { return reinterpret_cast<uint64_t>(p); }
-
-// An arena in which one range sits at any distance from another modulo 4 KiB.
-struct Arena {
-  explicit Arena(size_t largest) : bytes(2 * largest + 5 * size_t{4096}), most(largest) {}
-  uint8_t* first() { return bytes.data() + 4096; }
-  // Past the first by a whole number of pages, then by the gap.
-  uint8_t* second(int gap) {
-    return first() + (most + 4095) / 4096 * 4096 + 4096 + static_cast<size_t>((gap % 4096 + 4096) % 4096);
-  }
-  std::vector<uint8_t> bytes;
-  size_t most;
-};
-
-void expect_guards(const uint8_t* d, size_t bytes, const std::string& what) {
-  for (int k = 1; k <= 64; ++k) {
-    ASSERT_EQ(d[-k], kGuard) << "wrote before the destination: " << what;
-    ASSERT_EQ(d[bytes + k - 1], kGuard) << "wrote past the destination: " << what;
-  }
-}
 
 const size_t kSizes[] = {0, 1, 1023, 1024, 4096 + 17, KernelCopies::kBounceBytes - 5,
                          KernelCopies::kBounceBytes + 4099, 3 * KernelCopies::kBounceBytes + 1};
@@ -61,7 +40,7 @@ size_t expected_bounce(int gap, size_t bytes) {
 // destination `gap` bytes past it modulo 4 KiB.
 void copy_at_every_distance(bool to_peer) {
   const size_t most = 3 * KernelCopies::kBounceBytes + 1;
-  Arena arena(most);
+  DistanceArena arena(most);
   const auto src = pattern(most, to_peer ? 9 : 3);
   KernelCopies copies;
   for (size_t bytes : kSizes) {
@@ -80,7 +59,7 @@ void copy_at_every_distance(bool to_peer) {
       const std::string what = std::to_string(bytes) + " bytes at distance " + std::to_string(gap) +
                                (to_peer ? ", written" : ", read");
       ASSERT_EQ(std::memcmp(to, src.data(), bytes), 0) << what;
-      expect_guards(to, bytes, what);
+      ASSERT_NO_FATAL_FAILURE(expect_guards(to, bytes, what));
       EXPECT_EQ(copies.bounced_bytes() - bounced, expected_bounce(gap, bytes)) << what;
     }
   }
