@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -42,6 +43,22 @@ uint64_t cpu_set_hash(const std::vector<int>& cpus) {
   std::string identity = "cpus:" + boot_id();
   for (int c : cpus) identity += "," + std::to_string(c);
   return fnv1a64(identity);
+}
+
+CoreSharing core_sharing(const std::vector<RankInfo>& table, const RankInfo& mine, int cores_if_unknown) {
+  CoreSharing c;
+  c.sharing = 0;
+  bool all_single = true;
+  for (const RankInfo& r : table) {
+    c.sharing += r.cpu_set_hash == mine.cpu_set_hash;
+    all_single = all_single && r.cpu_set_size == 1;
+  }
+  c.sharing = std::max(c.sharing, 1);
+  c.cores = mine.cpu_set_size > 0 ? mine.cpu_set_size : std::max(1, cores_if_unknown);
+  // A rank whose set is wider than one core might share ours even with
+  // another hash; one of unknown size might be anywhere.
+  c.own_core = all_single && c.sharing == 1 && mine.cpu_set_size == 1;
+  return c;
 }
 
 uint64_t process_start_time(int pid) {

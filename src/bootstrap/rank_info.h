@@ -41,4 +41,17 @@ uint64_t local_host_hash(std::string* name_out = nullptr);
 uint64_t cpu_set_hash(const std::vector<int>& cpus);
 uint64_t process_start_time(int pid);  // from /proc/<pid>/stat; 0 if unknown
 
+// Where this rank runs, against the job's other ranks (from their
+// RankInfo). `sharing` counts the ranks (this one included) whose affinity
+// set is this rank's; `cores` is that set's size. `own_core`: every rank of
+// the job is bound to one core and none shares this rank's, so no rank of
+// the job can ever be waiting to run on this rank's core.
+struct CoreSharing {
+  int sharing = 1;
+  int cores = 1;
+  bool own_core = false;
+  bool oversubscribed() const { return sharing > cores; }
+};
+CoreSharing core_sharing(const std::vector<RankInfo>& table, const RankInfo& mine, int cores_if_unknown);
+
 }  // namespace conflux

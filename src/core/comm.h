@@ -213,6 +213,7 @@ struct cfxComm {
   conflux::Status broken_;  // first fatal error; later calls fail with it
   bool failed_alike_ = false;  // the failing call failed on every rank alike, before data moved
   int spin_iterations_ = 0;  // polls before a waiting rank yields (none when oversubscribed)
+  bool yield_while_waiting_ = true;  // false when every rank has a core of its own (CoreSharing::own_core)
   void notify_peers(const conflux::Status& st);  // Link::send_notice on every link
 
   std::mutex exec_mutex_;  // one operation runs at a time

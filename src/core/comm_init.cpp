@@ -103,13 +103,15 @@ Status cfxComm::init(int nranks, int rank, const UniqueIdData& id) {
   // hostname: containers or network namespaces on one machine share its
   // cores, while ranks bound to a core each (mpirun --bind-to core) do not
   // compete at all.
-  int sharing = 0;
-  for (const RankInfo& r : table_) sharing += r.cpu_set_hash == mine.cpu_set_hash;
-  const int cores = mine.cpu_set_size > 0 ? mine.cpu_set_size : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const bool oversubscribed = sharing > cores;
-  spin_iterations_ = oversubscribed ? 0 : cfg.spin_iterations;
-  if (oversubscribed)
-    CFX_INFO(kInit, "%d ranks compete for this rank's %d core(s): waiting ranks yield almost at once", sharing, cores);
+  const CoreSharing cs =
+      core_sharing(table_, mine, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  spin_iterations_ = cs.oversubscribed() ? 0 : cfg.spin_iterations;
+  yield_while_waiting_ = !cs.own_core;
+  if (cs.oversubscribed())
+    CFX_INFO(kInit, "%d ranks compete for this rank's %d core(s): waiting ranks yield almost at once", cs.sharing,
+             cs.cores);
+  else if (cs.own_core)
+    CFX_INFO(kInit, "every rank has a core of its own: a waiting rank spins without yielding, then sleeps");
 
   CFX_RETURN_IF_ERROR(connect_peers(mine));
   exec_context_base_ = exec_context();

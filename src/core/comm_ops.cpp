@@ -292,6 +292,7 @@ ExecContext cfxComm::exec_context() const {
   ctx.abort = &abort_;
   ctx.shm_waiter = waiter_;
   ctx.spin_iterations = spin_iterations_;
+  ctx.yield_while_waiting = yield_while_waiting_;
   ctx.rank = rank_;
   ctx.peer_memory = peer_memory_;
   return ctx;

@@ -45,6 +45,10 @@ struct ExecContext {
   const std::atomic<bool>* abort = nullptr;
   ShmWaiter* shm_waiter = nullptr;   // null when no shm links
   int spin_iterations = 2000;
+  // Whether a spinning rank hands its core over now and then: where another
+  // rank of the job may be queued on that core. With a core to itself a
+  // yield only gives the core to an unrelated task for its whole slice.
+  bool yield_while_waiting = true;
   int rank = 0;
 };
 

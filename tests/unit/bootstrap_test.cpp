@@ -2,6 +2,7 @@
 // interface selection grammar, unique id encoding.
 #include "bootstrap/interfaces.h"
 #include "bootstrap/launch_env.h"
+#include "bootstrap/rank_info.h"
 #include "bootstrap/unique_id.h"
 
 #include <gtest/gtest.h>
@@ -161,6 +162,65 @@ TEST(Interfaces, DataStaysOnTheRouteWhenTheNearestNicCannotServeTcp) {
   }
   EXPECT_TRUE(is_loopback(iface("x", "127.0.0.2").addr));
   EXPECT_FALSE(is_loopback(iface("x", "10.0.0.1").addr));
+}
+
+// Which ranks may yield their core while they wait: only where another
+// rank of the job could be queued on it.
+namespace {
+std::vector<RankInfo> ranks_on(std::vector<std::pair<uint64_t, int>> sets) {
+  std::vector<RankInfo> t(sets.size());
+  for (size_t r = 0; r < sets.size(); ++r) {
+    t[r].rank = static_cast<int>(r);
+    t[r].cpu_set_hash = sets[r].first;
+    t[r].cpu_set_size = sets[r].second;
+  }
+  return t;
+}
+}  // namespace
+
+TEST(CoreSharing, RanksBoundToACoreEachHaveTheirOwn) {
+  const auto t = ranks_on({{10, 1}, {11, 1}, {12, 1}});
+  for (const RankInfo& me : t) {
+    const CoreSharing c = core_sharing(t, me, 2);
+    EXPECT_TRUE(c.own_core);
+    EXPECT_FALSE(c.oversubscribed());
+    EXPECT_EQ(c.sharing, 1);
+    EXPECT_EQ(c.cores, 1);
+  }
+}
+
+TEST(CoreSharing, UnboundRanksShareTheirCoresAndMayBeQueuedOnOurs) {
+  const auto t = ranks_on({{7, 2}, {7, 2}});
+  const CoreSharing c = core_sharing(t, t[0], 2);
+  EXPECT_FALSE(c.own_core);
+  EXPECT_FALSE(c.oversubscribed());
+  EXPECT_EQ(c.sharing, 2);
+  EXPECT_EQ(c.cores, 2);
+  const auto four = ranks_on({{7, 2}, {7, 2}, {7, 2}, {7, 2}});
+  EXPECT_TRUE(core_sharing(four, four[0], 2).oversubscribed());
+}
+
+TEST(CoreSharing, OneWideOrUnknownSetAnywhereMeansNoRankOwnsItsCore) {
+  // Rank 2's two cores may include rank 0's or rank 1's.
+  const auto wide = ranks_on({{10, 1}, {11, 1}, {20, 2}});
+  EXPECT_FALSE(core_sharing(wide, wide[0], 2).own_core);
+  EXPECT_FALSE(core_sharing(wide, wide[2], 2).own_core);
+  // A rank that could not read its affinity may run anywhere.
+  const auto unknown = ranks_on({{10, 1}, {0, 0}});
+  EXPECT_FALSE(core_sharing(unknown, unknown[0], 2).own_core);
+  const CoreSharing u = core_sharing(unknown, unknown[1], 3);
+  EXPECT_EQ(u.cores, 3);  // unknown size: the machine's
+  EXPECT_FALSE(u.own_core);
+}
+
+TEST(CoreSharing, TwoRanksBoundToTheSameCoreAreOversubscribed) {
+  const auto t = ranks_on({{10, 1}, {10, 1}, {11, 1}});
+  const CoreSharing c = core_sharing(t, t[0], 2);
+  EXPECT_FALSE(c.own_core);
+  EXPECT_TRUE(c.oversubscribed());
+  EXPECT_EQ(c.sharing, 2);
+  // Rank 2's core is still its own: the pair shares another one.
+  EXPECT_TRUE(core_sharing(t, t[2], 2).own_core);
 }
 
 TEST(UniqueId, RoundTripsAndRejectsCorruption) {
