@@ -368,7 +368,8 @@ std::string Run::waiting_on() const {
   std::string s;
   for (int i : waits_) {
     const Step& step = sched_.steps[i];
-    const uint64_t flag = ctx_.peer_memory->flag(step.peer);
+    // (A wait exists only in a one-sided schedule, which never runs without peer memory.)
+    const uint64_t flag = ctx_.peer_memory != nullptr ? ctx_.peer_memory->flag(step.peer) : 0;
     s += (s.empty() ? "" : "; ") + std::string("signal ") + std::to_string(step.count) + " of rank " +
          std::to_string(step.peer) +
          (flag_epoch(flag) < (ctx_.epoch & 0xffffffffull) ? " (not yet in this call)"
