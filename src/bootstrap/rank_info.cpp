@@ -46,14 +46,14 @@ uint64_t cpu_set_hash(const std::vector<int>& cpus) {
 }
 
 CoreSharing core_sharing(const std::vector<RankInfo>& table, const RankInfo& mine, int cores_if_unknown) {
-  CoreSharing c;
-  c.sharing = 0;
+  int sharing = 0;
   bool all_single = true;
   for (const RankInfo& r : table) {
-    c.sharing += r.cpu_set_hash == mine.cpu_set_hash;
+    sharing += r.cpu_set_hash == mine.cpu_set_hash;
     all_single = all_single && r.cpu_set_size == 1;
   }
-  c.sharing = std::max(c.sharing, 1);
+  CoreSharing c;
+  c.sharing = std::max(sharing, 1);
   c.cores = mine.cpu_set_size > 0 ? mine.cpu_set_size : std::max(1, cores_if_unknown);
   // A rank whose set is wider than one core might share ours even with
   // another hash; one of unknown size might be anywhere.

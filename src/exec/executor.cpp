@@ -568,6 +568,16 @@ Status Run::go_in_order() {
 }
 
 Status Run::drive(size_t target) {
+  // A rank with a core of its own never yields (ExecContext::
+  // yield_while_waiting): no rank of the job can be queued there, and a
+  // yield hands the core to whatever else is runnable on it for that task's
+  // whole slice, milliseconds, where the peer answers in microseconds. 2
+  // ranks bound to a core each, 8-byte AllReduce, a busy loop on one rank's
+  // core: 342-713 us a call with the yields, 0.57-0.83 without (Open MPI
+  // 0.53-0.81 beside the same loop). It spins through the time the yields
+  // would have taken instead.
+  const bool yields = ctx_.yield_while_waiting;
+  const auto spin_budget = yields ? kSpinBudget : kOwnCoreSpinBudget;
   int idle = 0;
   Clock::time_point idle_since, last_yield;
   while (done_ < target) {
@@ -578,31 +588,23 @@ Status Run::drive(size_t target) {
       stalled_since_ = {};
       continue;
     }
-    // Spin a bounded number of polls and at most kSpinBudget: a pass over
-    // socket links costs system calls, so 2000 of them are milliseconds.
-    // While spinning, hand the core over every kYieldEvery: the scheduler
-    // sometimes runs the rank we wait for on our core (a socket wake-up pulls
-    // the woken task to the waker's core), which then waited out our whole
-    // budget for every message. 2 emulated hosts, 8-byte AllReduce, 14
-    // launches: 80-83 us in 5 of them before, 24-27 us in 4 with the yield,
-    // 10-13 us otherwise. With a core to itself, a rank's yield returns at
-    // once; shared-memory waits shorter than kYieldEvery never yield.
+    // Spin a bounded number of polls and at most the spin budget: a pass
+    // over socket links costs system calls, so 2000 of them are
+    // milliseconds. While spinning, where ranks may share cores, hand the
+    // core over every kYieldEvery: the scheduler sometimes runs the rank we
+    // wait for on our core (a socket wake-up pulls the woken task to the
+    // waker's core), which then waited out our whole budget for every
+    // message. 2 emulated hosts, 8-byte AllReduce, 14 launches: 80-83 us in
+    // 5 of them before, 24-27 us in 4 with the yield, 10-13 us otherwise.
+    // Shared-memory waits shorter than kYieldEvery never yield.
     // The clock is read every 8th poll, the first time after 8 polls: a
     // wait that ends within them (a peer's flag in flight) reads none.
-    // A rank with a core of its own never yields (ExecContext::
-    // yield_while_waiting): no rank of the job can be queued there, and a
-    // yield hands the core to whatever else is runnable on it for that
-    // task's whole slice, milliseconds, where the peer answers in
-    // microseconds. 2 ranks bound to a core each, 8-byte AllReduce, a busy
-    // loop on one rank's core: 342-713 us a call with the yields, 0.57-0.83
-    // without (Open MPI 0.53-0.81 beside the same loop).
-    const bool yields = ctx_.yield_while_waiting;
     if (++idle < ctx_.spin_iterations) {
       bool spent = false;
       if ((idle & 7) == 0) {
         const auto now = Clock::now();
         if (idle == 8) idle_since = last_yield = now;
-        spent = now - idle_since >= (yields ? kSpinBudget : kOwnCoreSpinBudget);
+        spent = now - idle_since >= spin_budget;
         if (!spent && yields && now - last_yield >= kYieldEvery) {
           sched_yield();
           last_yield = now;
