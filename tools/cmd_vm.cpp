@@ -2,9 +2,12 @@
 // got it. plan (host side: QEMU/libvirt layout, guest topology file,
 // plan.json), check (inside the guest: /sys against the plan and an injected
 // topology file), xml (guest side, when the hypervisor cannot change: the
-// host's grouping on the guest's bus ids). The logic is in src/topo/vm_*.
+// host's grouping on the guest's bus ids), cores (inside the guest: does
+// the host move its vCPUs?). The logic is in src/topo/vm_* and
+// src/topo/core_distance.*.
 #include "command_registry.h"
 
+#include "topo/core_distance.h"
 #include "topo/load_system.h"
 #include "topo/nccl_xml.h"
 #include "topo/sysfs_pci.h"
@@ -14,10 +17,13 @@
 #include "topo/vm_output.h"
 #include "topo/vm_plan.h"
 
+#include <sched.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <vector>
 
 namespace {
 
@@ -32,6 +38,10 @@ struct VmOptions {
   std::string expect, sysfs_root, topo_file;
   // xml
   std::string guest, xml_out;
+  // cores
+  std::vector<int> cpus;
+  double seconds = 2;
+  int gap_ms = 20;
 };
 
 int fail(const char* what, const conflux::Status& s) {
@@ -127,9 +137,27 @@ int run_xml(const VmOptions& o) {
   return write_file(o.xml_out, text) ? 0 : 1;
 }
 
+int run_cores(const VmOptions& o) {
+  std::vector<int> cpus = o.cpus;
+  if (cpus.empty()) {  // the first two CPUs this process may run on
+    cpu_set_t allowed;
+    CPU_ZERO(&allowed);
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+      for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
+        if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  }
+  if (cpus.size() != 2)
+    return fail("cores", conflux::invalid_usage("two CPUs to measure, please (--cpus A,B; this process may run on " +
+                                                std::to_string(cpus.size()) + ")"));
+  auto r = measure_core_distance({cpus[0], cpus[1], o.seconds, o.gap_ms});
+  if (!r.ok()) return fail("cores", r.status());
+  std::fputs(to_text(*r).c_str(), stdout);
+  return r->steady() ? 0 : 2;
+}
+
 const conflux::tools::RegisterCommand kVm{
-    "vm", "Lay out a VM guest's PCIe tree like the host's (plan), check it inside the guest (check), or write a "
-          "guest topology file (xml)",
+    "vm", "Lay out a VM guest's PCIe tree like the host's (plan), check it inside the guest (check), write a "
+          "guest topology file (xml), or see whether the host moves the guest's vCPUs (cores)",
     [](CLI::App& app) {
       auto o = std::make_shared<VmOptions>();
       app.require_subcommand(1);
@@ -157,7 +185,16 @@ const conflux::tools::RegisterCommand kVm{
       xml->add_option("--sysfs-root", o->sysfs_root, "The guest's /sys under DIR");
       xml->add_option("--out", o->xml_out, "Write the file here (default stdout)");
 
-      return [o, plan, check, map, domain]() {
+      CLI::App* cores = app.add_subcommand("cores", "Inside a guest: does the host move its vCPUs? Times a cache line "
+                                                    "handed between two CPUs; exit 0 steady, 2 moving (degraded)");
+      cores->add_option("--cpus", o->cpus, "The two CPUs (default: the first two this process may run on)")
+          ->expected(2)
+          ->delimiter(',');
+      cores->add_option("--seconds", o->seconds, "How long to watch")->check(CLI::Range(0.05, 3600.0));
+      cores->add_option("--gap-ms", o->gap_ms, "Sleep between measurements, ms (idle vCPUs are what a host moves)")
+          ->check(CLI::Range(0, 10000));
+
+      return [o, plan, check, cores, map, domain]() {
         if (plan->parsed()) {
           if (map->count() == 0 && domain->count() == 0) {
             std::fprintf(stderr, "conflux vm plan: say what to pass through: --map FILE|all or --domain libvirt.xml\n");
@@ -166,6 +203,7 @@ const conflux::tools::RegisterCommand kVm{
           return run_plan(*o);
         }
         if (check->parsed()) return run_check(*o);
+        if (cores->parsed()) return run_cores(*o);
         return run_xml(*o);
       };
     }};

@@ -2,7 +2,8 @@
 # `conflux vm` end to end: plan writes its five files (from an NCCL file, an
 # hwloc dump, a map, a libvirt domain); check's exit codes on fake /sys
 # trees; xml on a flat guest; `conflux topo` cross-checking an injected file;
-# and the bad inputs, each a clear error.
+# cores on this machine's first two CPUs; and the bad inputs, each a clear
+# error.
 set -euo pipefail
 tool=${CONFLUX_TOOL:?}
 topo=${CONFLUX_SOURCE_DIR:?}/tests/data/topologies
@@ -226,4 +227,18 @@ head -c 200 "$tmp/small/plan.json" >"$tmp/cut.json"
 expect_error "not valid JSON" "$tool" vm check --expect "$tmp/cut.json" --sysfs-root "$tmp/good"
 expect_error "no PCI devices in" "$tool" vm check --sysfs-root "$tmp/nowhere"
 expect_error "say which guest" "$tool" vm xml --host "$tmp/host.xml"
+
+# cores: 0 steady, 2 moving (this machine's vCPUs may be either), with the
+# levels it saw; a pair that is not two CPUs is an error.
+if [ "$(nproc)" -ge 2 ]; then
+  rc=0
+  "$tool" vm cores --seconds 0.2 >"$tmp/cores.txt" || rc=$?
+  [ "$rc" = 0 ] || [ "$rc" = 2 ] || fail "vm cores exited $rc: $(cat "$tmp/cores.txt")"
+  grep -q "one-way cache-line hand-off" "$tmp/cores.txt" || fail "vm cores printed no levels"
+  grep -Eq "steady|vcpus-move" "$tmp/cores.txt" || fail "vm cores gave no verdict"
+  expect_error "two different CPUs" "$tool" vm cores --cpus 0,0 --seconds 0.1
+fi
+rc=0
+"$tool" vm cores --cpus 0 >"$tmp/out" 2>"$tmp/err" || rc=$?
+[ "$rc" != 0 ] && grep -q -- "--cpus: At least 2 required" "$tmp/err" || fail "vm cores --cpus 0: exit $rc, $(cat "$tmp/err")"
 echo "vm_cli: ok"
