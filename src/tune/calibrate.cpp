@@ -271,59 +271,56 @@ void measure_cma(double* us, double* cached_gbps, double* gbps) {
   *gbps = big_us > cached_us ? double(big - cached) / 1e3 / (big_us - cached_us) : double(big) / 1e3 / big_us;
 }
 
-// Half the round trip of a byte bounced over pipes between two threads
-// pinned to one core: each hand-off wakes the sleeping thread and switches
-// it in, as a message for a sleeping rank does where ranks outnumber cores.
-// Median of batches; 0 where the threads cannot be pinned.
+// A hand-off between two threads pinned to one core, each waiting for the
+// other's flag by yielding the core: where ranks outnumber cores, a rank
+// that waits for a message yields to the rank queued on its core (the
+// executor's wait, ExecContext::yield_while_waiting), and the message's
+// receiver runs once the sender yields back. So a message for a waiting
+// rank costs this switch, not a sleep and a wake-up: a byte bounced over
+// pipes (a sleep and a wake each way) read 3.2 us here against 1.6-1.8
+// for the yield (5 calibrations), and priced with the pipe's, 4 ranks on
+// these 2 cores read 45 and 47 of 105 stored (point, algorithm) times
+// within 25% in two runs, against 55 and 52 with the yield's.
+// Median of batches after a warm-up batch; 0 where the threads cannot be
+// pinned.
 double measure_switch_us() {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 0;
-  int cpu = sched_getcpu();
+  const int cpu = sched_getcpu();
   if (cpu < 0 || !CPU_ISSET(cpu, &allowed)) return 0;
-  int ping[2], pong[2];
-  if (::pipe(ping) != 0) return 0;
-  if (::pipe(pong) != 0) {
-    ::close(ping[0]), ::close(ping[1]);
-    return 0;
-  }
-  constexpr int kBatches = 5, kRounds = 100;
-  std::atomic<bool> pinned_ok{true};
+  constexpr int kBatches = 5, kPerBatch = 200;
+  constexpr int kIters = (kBatches + 1) * kPerBatch;
+  alignas(64) std::atomic<int> flag{0};
+  std::atomic<int> pinned{0};
   auto pin = [&] {
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
-    if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) != 0) pinned_ok = false;
+    if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0) pinned.fetch_add(1);
   };
   std::vector<double> batches;
-  std::thread echo([&] {
+  std::thread peer([&] {
     pin();
-    char c = 0;
-    for (int i = 0; i < kBatches * kRounds; ++i)
-      if (::read(ping[0], &c, 1) != 1 || ::write(pong[1], &c, 1) != 1) break;
-    ::close(pong[1]);  // a timer still waiting reads end-of-file
-    pong[1] = -1;
-  });
-  std::thread timer([&] {
-    pin();
-    char c = 0;
-    for (int b = 0; b < kBatches; ++b) {
-      auto t0 = Clock::now();
-      for (int i = 0; i < kRounds; ++i) {
-        if (::write(ping[1], &c, 1) != 1 || ::read(pong[0], &c, 1) != 1) {
-          ::close(ping[1]);  // an echo still waiting reads end-of-file
-          ping[1] = -1;
-          return;
-        }
-      }
-      batches.push_back(us_since(t0) / kRounds / 2);
+    for (int i = 0; i < kIters; ++i) {
+      while (flag.load(std::memory_order_acquire) != 2 * i + 1) sched_yield();
+      flag.store(2 * i + 2, std::memory_order_release);
     }
   });
-  timer.join();
-  echo.join();
-  for (int fd : {ping[0], ping[1], pong[0], pong[1]})
-    if (fd >= 0) ::close(fd);
-  if (!pinned_ok || batches.size() != size_t(kBatches)) return 0;
+  std::thread self([&] {
+    pin();
+    for (int b = 0, i = 0; b <= kBatches; ++b) {
+      const auto t0 = Clock::now();
+      for (int k = 0; k < kPerBatch; ++k, ++i) {
+        flag.store(2 * i + 1, std::memory_order_release);
+        while (flag.load(std::memory_order_acquire) != 2 * i + 2) sched_yield();
+      }
+      if (b > 0) batches.push_back(us_since(t0) / kPerBatch / 2);
+    }
+  });
+  self.join();
+  peer.join();
+  if (pinned.load() != 2) return 0;
   return median_of(std::move(batches));
 }
 
@@ -478,7 +475,10 @@ void apply_net_override(Constants* c) {
 
 namespace {
 // How the constants are measured; a cache written by another method is
-// measured again. Method 7 copies between page-aligned buffers with the
+// measured again. Method 8 times a switch as two threads yielding one core
+// to each other (method 7 bounced a byte over pipes: a sleep and a wake-up
+// each way, 1.5x the switch a waiting rank makes). Method 7 copies between
+// page-aligned buffers with the
 // data path's copy_bytes (method 6 took heap buffers, whose offsets put the
 // copies and process_vm_readv's reads on the CPU's slow short distance:
 // process_vm_readv read 1.4-2.3 GB/s where two processes' buffers at one
@@ -494,7 +494,7 @@ namespace {
 // message's bandwidth from a slot stream between two cores (method 2 took
 // half a memcpy's). Method 2 timed the flag hand-off on two pinned cores
 // (method 1 on whatever cores a bound rank had, often one).
-constexpr double kCalibrationMethod = 7;
+constexpr double kCalibrationMethod = 8;
 }  // namespace
 
 std::string Constants::to_text() const {
