@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -14,6 +15,7 @@ namespace conflux::topo {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr auto kAnswerWithin = std::chrono::seconds(1);
 
 double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -84,6 +86,7 @@ Result<CoreDistanceReport> measure_core_distance(const CoreDistanceProbe& probe)
   alignas(64) std::atomic<int> pong{0};
   alignas(64) std::atomic<int> window_open{0};  // the window the echo may start; -1: no more
   std::atomic<bool> pinned{true};
+  bool answered = true;  // every hand-off came back within kAnswerWithin
   CoreDistanceReport r;
   r.cpu_a = cpu_a;
   r.cpu_b = cpu_b;
@@ -98,8 +101,8 @@ Result<CoreDistanceReport> measure_core_distance(const CoreDistanceProbe& probe)
       if (open < 0) return;
       for (int i = 0; i < kPerWindow; ++i) {
         int v;
-        while ((v = ping.load(std::memory_order_acquire)) == seen) {
-        }
+        for (uint32_t spins = 1; (v = ping.load(std::memory_order_acquire)) == seen; ++spins)
+          if (spins % 4096 == 0 && window_open.load(std::memory_order_acquire) < 0) return;  // the timer gave up
         seen = v;
         pong.store(v, std::memory_order_release);
       }
@@ -112,29 +115,36 @@ Result<CoreDistanceReport> measure_core_distance(const CoreDistanceProbe& probe)
       return;
     }
     int value = 0;
+    // Spins for the echo, but not forever: a CPU taken offline or a
+    // throttled cgroup may keep the echo from running.
     auto hand_off = [&] {
       ping.store(++value, std::memory_order_release);
-      while (pong.load(std::memory_order_acquire) != value) {
-      }
+      const auto sent = Clock::now();
+      for (uint32_t spins = 1; pong.load(std::memory_order_acquire) != value; ++spins)
+        if (spins % 4096 == 0 && Clock::now() - sent > kAnswerWithin) return false;
+      return true;
     };
     const auto start = Clock::now();
-    for (int w = 1; std::chrono::duration<double>(Clock::now() - start).count() < seconds; ++w) {
+    for (int w = 1; answered && std::chrono::duration<double>(Clock::now() - start).count() < seconds; ++w) {
       window_open.store(w, std::memory_order_release);
-      hand_off();  // the echo is awake and running from here
+      answered = hand_off();  // the echo is awake and running from here
       std::vector<double> batches;
-      for (int b = 0; b < kBatches; ++b) {
+      for (int b = 0; answered && b < kBatches; ++b) {
         const auto t0 = Clock::now();
-        for (int i = 0; i < kPerBatch; ++i) hand_off();
+        for (int i = 0; answered && i < kPerBatch; ++i) answered = hand_off();
         batches.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / (2.0 * kPerBatch));
       }
-      r.window_ns.push_back(median_of(std::move(batches)));
-      if (gap_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
+      if (answered) r.window_ns.push_back(median_of(std::move(batches)));
+      if (answered && gap_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
     }
     window_open.store(-1, std::memory_order_release);
   });
   timer.join();
   echo.join();
   if (!pinned) return system_error("pthread_setaffinity_np", EINVAL);
+  if (!answered)
+    return timeout_error("CPU " + std::to_string(cpu_b) + " did not answer a hand-off within 1 s (offline, or its "
+                         "cgroup throttled?)");
   if (r.window_ns.empty()) return invalid_argument("no window measured: give it more time than " + std::to_string(seconds) + " s");
   r.levels = distance_levels(r.window_ns);
   for (size_t i = 1; i < r.window_ns.size(); ++i)
@@ -160,9 +170,9 @@ std::string to_text(const CoreDistanceReport& r) {
   }
   const double nearest = r.levels.front().median_ns, farthest = r.levels.back().median_ns;
   std::snprintf(line, sizeof line,
-                "  [degraded] vcpus-move: %d changes of distance, %.0f to %.0f ns (%.1fx): the host moves\n"
+                "  [degraded] vcpus-move: %d change%s of distance, %.0f to %.0f ns (%.1fx): the host moves\n"
                 "  these vCPUs between its cores.\n",
-                r.changes, nearest, farthest, farthest / nearest);
+                r.changes, r.changes == 1 ? "" : "s", nearest, farthest, farthest / nearest);
   out += line;
   out += "  Ranks on them hand each other data 2-3x slower at the far distance, and a launch keeps\n"
          "  the distance it drew for seconds: benchmark launches differ by as much. Pin the vCPUs\n"
