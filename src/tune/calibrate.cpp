@@ -30,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -114,26 +115,23 @@ class TwoCores {
   std::vector<int> cores_;
 };
 
-// Half the round trip of a flag bounced between two threads on two cores
-// (a rank bound to one core would otherwise time two threads sharing it:
-// every hand-off a switch, 2 us here instead of 0.2), the median of a few
-// batches after a warm-up batch. The wait yields as the executor's does.
-double measure_thread_handoff_us() {
+// Half the round trip of a flag bounced between two threads that wait for
+// it by yielding, as the executor's wait yields: the median of a few
+// batches after a warm-up batch. Each thread first calls pin(0) or pin(1).
+double yield_handoff_us(const std::function<void(int side)>& pin) {
   constexpr int kBatches = 5, kPerBatch = 200;
   constexpr int kIters = (kBatches + 1) * kPerBatch;
-  std::atomic<int> flag{0};
-  const TwoCores cores;
+  alignas(64) std::atomic<int> flag{0};
   std::thread peer([&] {
-    cores.pin(1);
+    pin(1);
     for (int i = 0; i < kIters; ++i) {
       while (flag.load(std::memory_order_acquire) != 2 * i + 1) sched_yield();
       flag.store(2 * i + 2, std::memory_order_release);
     }
   });
-  double result = 0;
+  std::vector<double> batches;
   std::thread self([&] {
-    cores.pin(0);
-    std::vector<double> batches;
+    pin(0);
     for (int b = 0, i = 0; b <= kBatches; ++b) {
       const auto t0 = Clock::now();
       for (int k = 0; k < kPerBatch; ++k, ++i) {
@@ -142,11 +140,18 @@ double measure_thread_handoff_us() {
       }
       if (b > 0) batches.push_back(us_since(t0) / kPerBatch / 2);
     }
-    result = median_of(std::move(batches));
   });
   self.join();
   peer.join();
-  return result;
+  return median_of(std::move(batches));
+}
+
+// The hand-off between two threads on two cores (a rank bound to one core
+// would otherwise time two threads sharing it: every hand-off a switch,
+// 2 us here instead of 0.2).
+double measure_thread_handoff_us() {
+  const TwoCores cores;
+  return yield_handoff_us([&](int side) { cores.pin(side); });
 }
 
 // A message streamed one way through a ring of slots shaped as the shm
@@ -289,39 +294,14 @@ double measure_switch_us() {
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 0;
   const int cpu = sched_getcpu();
   if (cpu < 0 || !CPU_ISSET(cpu, &allowed)) return 0;
-  constexpr int kBatches = 5, kPerBatch = 200;
-  constexpr int kIters = (kBatches + 1) * kPerBatch;
-  alignas(64) std::atomic<int> flag{0};
   std::atomic<int> pinned{0};
-  auto pin = [&] {
+  const double us = yield_handoff_us([&](int) {
     cpu_set_t one;
     CPU_ZERO(&one);
     CPU_SET(cpu, &one);
     if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0) pinned.fetch_add(1);
-  };
-  std::vector<double> batches;
-  std::thread peer([&] {
-    pin();
-    for (int i = 0; i < kIters; ++i) {
-      while (flag.load(std::memory_order_acquire) != 2 * i + 1) sched_yield();
-      flag.store(2 * i + 2, std::memory_order_release);
-    }
   });
-  std::thread self([&] {
-    pin();
-    for (int b = 0, i = 0; b <= kBatches; ++b) {
-      const auto t0 = Clock::now();
-      for (int k = 0; k < kPerBatch; ++k, ++i) {
-        flag.store(2 * i + 1, std::memory_order_release);
-        while (flag.load(std::memory_order_acquire) != 2 * i + 2) sched_yield();
-      }
-      if (b > 0) batches.push_back(us_since(t0) / kPerBatch / 2);
-    }
-  });
-  self.join();
-  peer.join();
-  if (pinned.load() != 2) return 0;
-  return median_of(std::move(batches));
+  return pinned.load() == 2 ? us : 0;
 }
 
 // Moves n bytes, polling without blocking as the executor polls its
