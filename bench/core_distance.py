@@ -35,18 +35,21 @@ def handoff_ns(exe, seconds=0.1, cores=("0", "1")):
     return statistics.median(ns for ns, _ in w) if w else None
 
 
-def levels(values):
-    """Groups sorted values into levels: a new level starts where the next
-    value is over 1.6x the one before (the distances' times differ by 2x
-    and more, a level's own spread by far less). Returns a list of lists."""
-    ordered = sorted(values)
-    if not ordered:
-        return []
-    groups = [[ordered[0]]]
-    for prev, cur in zip(ordered, ordered[1:]):
-        key_prev = prev[0] if isinstance(prev, tuple) else prev
-        key_cur = cur[0] if isinstance(cur, tuple) else cur
-        if key_cur > 1.6 * key_prev:
+def levels(values, key=lambda v: v):
+    """Groups values into levels of key(value), nearest first: a new level
+    starts where the next key is over 1.6x the one before (the distances'
+    times differ by 2x and more, a level's own spread by far less). Returns
+    a list of lists."""
+    ordered = sorted(values, key=key)
+    groups = []
+    for i, v in enumerate(ordered):
+        if i == 0 or key(v) > 1.6 * key(ordered[i - 1]):
             groups.append([])
-        groups[-1].append(cur)
+        groups[-1].append(v)
     return groups
+
+
+def level_of(bounds, ns):
+    """The index of the level a hand-off time falls in, given each level's
+    largest time (nearest first)."""
+    return next(i for i, b in enumerate(bounds) if ns <= b)

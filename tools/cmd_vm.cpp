@@ -10,6 +10,7 @@
 #include "topo/core_distance.h"
 #include "topo/load_system.h"
 #include "topo/nccl_xml.h"
+#include "topo/plan.h"
 #include "topo/sysfs_pci.h"
 #include "topo/vm_check.h"
 #include "topo/vm_guest_xml.h"
@@ -17,8 +18,7 @@
 #include "topo/vm_output.h"
 #include "topo/vm_plan.h"
 
-#include <sched.h>
-
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -140,11 +140,8 @@ int run_xml(const VmOptions& o) {
 int run_cores(const VmOptions& o) {
   std::vector<int> cpus = o.cpus;
   if (cpus.empty()) {  // the first two CPUs this process may run on
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
-      for (int c = 0; c < CPU_SETSIZE && cpus.size() < 2; ++c)
-        if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+    cpus = current_cpu_binding();
+    cpus.resize(std::min<size_t>(cpus.size(), 2));
   }
   if (cpus.size() != 2)
     return fail("cores", conflux::invalid_usage("two CPUs to measure, please (--cpus A,B; this process may run on " +

@@ -1,6 +1,7 @@
 #include "topo/core_distance.h"
 
-#include <pthread.h>
+#include "topo/plan.h"
+
 #include <sched.h>
 
 #include <algorithm>
@@ -21,13 +22,6 @@ double median_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-int pin_to(int cpu) {
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  return pthread_setaffinity_np(pthread_self(), sizeof one, &one);
 }
 
 // The level a window falls in: levels are nearest first, each ends at its
@@ -69,11 +63,9 @@ Result<CoreDistanceReport> measure_core_distance(const CoreDistanceProbe& probe)
   if (cpu_a == cpu_b || cpu_a < 0 || cpu_b < 0 || cpu_a >= CPU_SETSIZE || cpu_b >= CPU_SETSIZE)
     return invalid_argument("two different CPUs, please (got " + std::to_string(cpu_a) + " and " +
                             std::to_string(cpu_b) + ")");
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return system_error("sched_getaffinity", errno);
+  const std::vector<int> allowed = current_cpu_binding();
   for (int cpu : {cpu_a, cpu_b})
-    if (!CPU_ISSET(cpu, &allowed))
+    if (std::find(allowed.begin(), allowed.end(), cpu) == allowed.end())
       return invalid_argument("CPU " + std::to_string(cpu) + " is not in this process's affinity set");
 
   // One window: a first hand-off that wakes the echo thread (untimed), then
@@ -92,7 +84,7 @@ Result<CoreDistanceReport> measure_core_distance(const CoreDistanceProbe& probe)
   r.cpu_b = cpu_b;
   r.seconds = seconds;
   std::thread echo([&] {
-    if (pin_to(cpu_b) != 0) pinned = false;
+    if (!pin_this_thread(cpu_b)) pinned = false;
     int seen = 0;
     for (int w = 1;; ++w) {
       int open;
@@ -109,7 +101,7 @@ Result<CoreDistanceReport> measure_core_distance(const CoreDistanceProbe& probe)
     }
   });
   std::thread timer([&] {
-    if (pin_to(cpu_a) != 0) {
+    if (!pin_this_thread(cpu_a)) {
       pinned = false;
       window_open.store(-1, std::memory_order_release);
       return;

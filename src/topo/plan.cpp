@@ -2,6 +2,7 @@
 
 #include "core/log.h"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -50,6 +51,13 @@ std::vector<int> current_cpu_binding() {
   for (int i = 0; i < CPU_SETSIZE; ++i)
     if (CPU_ISSET(i, &set)) out.push_back(i);
   return out;
+}
+
+bool pin_this_thread(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  return pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0;
 }
 
 NicChoice nearest_nic(const System& sys, int numa, int spread) {

@@ -18,6 +18,9 @@ int numa_of_cpus(const System& sys, const std::vector<int>& cpus);
 // This process's CPU binding (sched_getaffinity), as logical CPU ids.
 std::vector<int> current_cpu_binding();
 
+// Binds the calling thread to one logical CPU; false where the kernel refuses.
+bool pin_this_thread(int cpu);
+
 struct NicChoice {
   int device = -1;      // index in sys.devices (a NIC), -1 when there is none
   std::string name;     // mlx5_0, eth0, or the bus id when unnamed

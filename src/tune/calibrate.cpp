@@ -6,6 +6,7 @@
 #include "core/log.h"
 #include "core/page_buffer.h"
 #include "exec/reduce.h"
+#include "topo/plan.h"
 #include "tune/comm_tuning.h"
 
 #include <arpa/inet.h>
@@ -92,23 +93,15 @@ double median_of(std::vector<double> batches) {
 // loopback TCP). Nothing is pinned where the machine has one core.
 class TwoCores {
  public:
-  TwoCores() {
-    cpu_set_t allowed;
-    CPU_ZERO(&allowed);
-    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
-      for (int c = 0; c < CPU_SETSIZE && cores_.size() < 2; ++c)
-        if (CPU_ISSET(c, &allowed)) cores_.push_back(c);
+  TwoCores() : cores_(topo::current_cpu_binding()) {
+    cores_.resize(std::min<size_t>(cores_.size(), 2));
     const long online = sysconf(_SC_NPROCESSORS_ONLN);
     for (int c = 0; c < online && c < CPU_SETSIZE && cores_.size() < 2; ++c)
       if (cores_.empty() || cores_[0] != c) cores_.push_back(c);
   }
   // Pins the calling thread to the first (0) or second (1) core.
   void pin(int which) const {
-    if (cores_.size() < 2) return;
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cores_[which], &one);
-    pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+    if (cores_.size() == 2) (void)topo::pin_this_thread(cores_[which]);
   }
 
  private:
@@ -289,17 +282,12 @@ void measure_cma(double* us, double* cached_gbps, double* gbps) {
 // Median of batches after a warm-up batch; 0 where the threads cannot be
 // pinned.
 double measure_switch_us() {
-  cpu_set_t allowed;
-  CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return 0;
+  const std::vector<int> allowed = topo::current_cpu_binding();
   const int cpu = sched_getcpu();
-  if (cpu < 0 || !CPU_ISSET(cpu, &allowed)) return 0;
+  if (cpu < 0 || std::find(allowed.begin(), allowed.end(), cpu) == allowed.end()) return 0;
   std::atomic<int> pinned{0};
   const double us = yield_handoff_us([&](int) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(cpu, &one);
-    if (pthread_setaffinity_np(pthread_self(), sizeof one, &one) == 0) pinned.fetch_add(1);
+    if (topo::pin_this_thread(cpu)) pinned.fetch_add(1);
   });
   return pinned.load() == 2 ? us : 0;
 }
