@@ -33,6 +33,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <utility>
@@ -85,6 +86,49 @@ double median_of(std::vector<double> batches) {
   return batches[batches.size() / 2];
 }
 
+// The calling thread's CPU time, in microseconds.
+double thread_cpu_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) / 1e3;
+}
+
+// The least share of its wall time that any measuring thread of a pass ran
+// on a core, relative to the share it is due (a whole core, or half of one
+// for two threads pinned to one). A thread that spins or yields with its
+// core to itself runs all of it; one whose core another busy task shares
+// runs half or less, and what it times is that task's time slices: a
+// calibration taken while other work kept this machine's two cores busy
+// read the flag hand-off at 1240 us against 0.1-0.3, and the slot stream at
+// 0.46 GB/s against 11-22.
+class CoreShares {
+ public:
+  // Started by a measuring thread where its timed work begins.
+  class Stretch {
+   public:
+    Stretch() : wall0_(Clock::now()), cpu0_(thread_cpu_us()) {}
+    double share() const { return (thread_cpu_us() - cpu0_) / std::max(us_since(wall0_), 1e-3); }
+
+   private:
+    Clock::time_point wall0_;
+    double cpu0_;
+  };
+  // Where the timed work ends: the share the thread ran, over `due`.
+  void note(const Stretch& s, double due) {
+    const double held = s.share() / due;
+    std::lock_guard lock(mutex_);
+    least_ = std::min(least_, held);
+  }
+  double least() const {
+    std::lock_guard lock(mutex_);
+    return std::min(least_, 1.0);
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  double least_ = 1e300;
+};
+
 // Two cores for a measurement's two threads, each pinned to one, so they
 // never share a core. The constants describe the machine, not the process:
 // a rank that `conflux run` (or mpirun, srun) bound to one core calibrates
@@ -103,6 +147,9 @@ class TwoCores {
   void pin(int which) const {
     if (cores_.size() == 2) (void)topo::pin_this_thread(cores_[which]);
   }
+  // The share of a core each thread is due: all of one, or half where the
+  // machine has one core and the two threads share it.
+  double due() const { return cores_.size() == 2 ? 1.0 : 0.5; }
 
  private:
   std::vector<int> cores_;
@@ -110,41 +157,61 @@ class TwoCores {
 
 // Half the round trip of a flag bounced between two threads that wait for
 // it by yielding, as the executor's wait yields: the median of a few
-// batches after a warm-up batch. Each thread first calls pin(0) or pin(1).
-double yield_handoff_us(const std::function<void(int side)>& pin) {
+// batches after a warm-up batch. Each thread first calls pin(0) or pin(1),
+// and runs for `due` of its wall time where nothing else wants its core.
+// Where other work takes the cores each hand-off waits for its time slice
+// (1-2 ms here, against 0.1-2 us): past 50 ms the measuring stops, and the
+// time is the average of the hand-offs made.
+double yield_handoff_us(const std::function<void(int side)>& pin, double due, CoreShares& shares) {
   constexpr int kBatches = 5, kPerBatch = 200;
   constexpr int kIters = (kBatches + 1) * kPerBatch;
+  constexpr int kStop = -1;
+  constexpr double kBudgetUs = 50'000;
   alignas(64) std::atomic<int> flag{0};
   std::thread peer([&] {
     pin(1);
+    const CoreShares::Stretch ran;
     for (int i = 0; i < kIters; ++i) {
-      while (flag.load(std::memory_order_acquire) != 2 * i + 1) sched_yield();
+      int seen = 0;
+      while ((seen = flag.load(std::memory_order_acquire)) != 2 * i + 1 && seen != kStop) sched_yield();
+      if (seen == kStop) break;
       flag.store(2 * i + 2, std::memory_order_release);
     }
+    shares.note(ran, due);
   });
   std::vector<double> batches;
+  double average = 0;
   std::thread self([&] {
     pin(0);
+    const CoreShares::Stretch ran;
+    const auto start = Clock::now();
     for (int b = 0, i = 0; b <= kBatches; ++b) {
       const auto t0 = Clock::now();
       for (int k = 0; k < kPerBatch; ++k, ++i) {
         flag.store(2 * i + 1, std::memory_order_release);
         while (flag.load(std::memory_order_acquire) != 2 * i + 2) sched_yield();
+        if (k % 16 == 15 && us_since(start) > kBudgetUs) {
+          flag.store(kStop, std::memory_order_release);
+          average = us_since(start) / (i + 1) / 2;
+          shares.note(ran, due);
+          return;
+        }
       }
       if (b > 0) batches.push_back(us_since(t0) / kPerBatch / 2);
     }
+    shares.note(ran, due);
   });
   self.join();
   peer.join();
-  return median_of(std::move(batches));
+  return batches.size() == kBatches ? median_of(std::move(batches)) : average;
 }
 
 // The hand-off between two threads on two cores (a rank bound to one core
 // would otherwise time two threads sharing it: every hand-off a switch,
 // 2 us here instead of 0.2).
-double measure_thread_handoff_us() {
+double measure_thread_handoff_us(CoreShares& shares) {
   const TwoCores cores;
-  return yield_handoff_us([&](int side) { cores.pin(side); });
+  return yield_handoff_us([&](int side) { cores.pin(side); }, cores.due(), shares);
 }
 
 // A message streamed one way through a ring of slots shaped as the shm
@@ -157,7 +224,7 @@ double measure_thread_handoff_us() {
 // receiver reads lines the other core has just written, which a memcpy
 // never does (here 32 GB/s against 45 for an 8 MiB memcpy in cache, and a
 // two-way exchange at half of it). The median of a few batches.
-double measure_slot_stream_gbps() {
+double measure_slot_stream_gbps(CoreShares& shares) {
   const size_t slot_bytes = std::max<size_t>(4096, config().shm_slot_bytes);
   const uint64_t nslots = static_cast<uint64_t>(std::max(2, config().shm_slots));
   const size_t message = 1 << 20;
@@ -169,6 +236,7 @@ double measure_slot_stream_gbps() {
   const TwoCores cores;
   std::thread receiver([&] {
     cores.pin(1);
+    const CoreShares::Stretch ran;
     uint64_t h = 0;
     for (int m = 0; m < kMessages; ++m)
       for (size_t done = 0; done < message;) {
@@ -178,10 +246,12 @@ double measure_slot_stream_gbps() {
         head.store(++h, std::memory_order_release);
         done += piece;
       }
+    shares.note(ran, cores.due());
   });
   double result = 0;
   std::thread sender([&] {
     cores.pin(0);
+    const CoreShares::Stretch ran;
     std::vector<double> batches;
     uint64_t t = 0;
     for (int b = 0; b <= kBatches; ++b) {
@@ -199,6 +269,7 @@ double measure_slot_stream_gbps() {
       if (b > 0) batches.push_back(us_since(t0) / kPerBatch);
     }
     result = double(message) / 1e3 / std::max(median_of(std::move(batches)), 1e-3);
+    shares.note(ran, cores.due());
   });
   sender.join();
   receiver.join();
@@ -212,8 +283,9 @@ double measure_slot_stream_gbps() {
 // others); the bytes' from exchanges of 256 KiB, which stay in the caches,
 // and of 4 MiB. Priced by one rate, that of a reader's own cached 4 MiB
 // (10-13 GB/s here), 2- and 4-rank single-copy calls at 4 MiB read
-// 0.42-0.83 of their measured time.
-void measure_cma(double* us, double* cached_gbps, double* gbps) {
+// 0.42-0.83 of their measured time. Sets c's cma_us, cma_cached_gbps and
+// cma_gbps (left as they are where the call is refused).
+void measure_cma(CoreShares& shares, Constants* c) {
   const size_t big = 4 << 20, cached = 256 << 10, small = 4 << 10;
   PageBuffer buf[2] = {PageBuffer(big, 1), PageBuffer(big, 2)};
   PageBuffer to[2] = {PageBuffer(big, 3), PageBuffer(big, 4)};
@@ -240,6 +312,7 @@ void measure_cma(double* us, double* cached_gbps, double* gbps) {
     };
     auto side = [&](int me) {
       cores.pin(me);
+      const CoreShares::Stretch ran;
       for (int r = 0; r < kRounds; ++r) {
         std::memset(buf[me].data(), r, bytes);
         meet(2 * r + 1);
@@ -248,6 +321,7 @@ void measure_cma(double* us, double* cached_gbps, double* gbps) {
         took[me][r] = us_since(t0);
         meet(2 * r + 2);  // nobody rewrites a buffer its peer may still be reading
       }
+      shares.note(ran, cores.due());
     };
     // Both sides on threads of their own: pinning the caller would leave
     // the rank bound to one core for its lifetime (emulated hosts that all
@@ -262,11 +336,11 @@ void measure_cma(double* us, double* cached_gbps, double* gbps) {
   };
   const double cached_us = exchange_us(cached), big_us = exchange_us(big);
   // The call: a 4 KiB piece's time less its bytes at the cached rate.
-  *us = std::max(0.05, small_us - cached_us * double(small) / double(cached));
-  *cached_gbps = double(cached) / 1e3 / std::max(cached_us - *us, 1e-3);
+  c->cma_us = std::max(0.05, small_us - cached_us * double(small) / double(cached));
+  c->cma_cached_gbps = double(cached) / 1e3 / std::max(cached_us - c->cma_us, 1e-3);
   // The rate past the cached piece; where the two sizes disagree with that
   // shape (noise), the large exchange's average rate.
-  *gbps = big_us > cached_us ? double(big - cached) / 1e3 / (big_us - cached_us) : double(big) / 1e3 / big_us;
+  c->cma_gbps = big_us > cached_us ? double(big - cached) / 1e3 / (big_us - cached_us) : double(big) / 1e3 / big_us;
 }
 
 // A hand-off between two threads pinned to one core, each waiting for the
@@ -281,14 +355,16 @@ void measure_cma(double* us, double* cached_gbps, double* gbps) {
 // within 25% in two runs, against 55 and 52 with the yield's.
 // Median of batches after a warm-up batch; 0 where the threads cannot be
 // pinned.
-double measure_switch_us() {
+double measure_switch_us(CoreShares& shares) {
   const std::vector<int> allowed = topo::current_cpu_binding();
   const int cpu = sched_getcpu();
   if (cpu < 0 || std::find(allowed.begin(), allowed.end(), cpu) == allowed.end()) return 0;
   std::atomic<int> pinned{0};
-  const double us = yield_handoff_us([&](int) {
-    if (topo::pin_this_thread(cpu)) pinned.fetch_add(1);
-  });
+  const double us = yield_handoff_us(
+      [&](int) {
+        if (topo::pin_this_thread(cpu)) pinned.fetch_add(1);
+      },
+      0.5, shares);
   return pinned.load() == 2 ? us : 0;
 }
 
@@ -315,9 +391,9 @@ bool full_io(int fd, char* p, size_t n, bool send) {
 
 // Loopback TCP: ping-pong latency (polled; the median of batches after a
 // warm-up) and streaming bandwidth between two threads on two cores.
-bool measure_tcp(double* lat_us, double* gbps) {
+std::optional<sim::LinkParams> measure_tcp(CoreShares& shares) {
   int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (lfd < 0) return false;
+  if (lfd < 0) return std::nullopt;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -325,7 +401,7 @@ bool measure_tcp(double* lat_us, double* gbps) {
   if (::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(lfd, 1) != 0 ||
       ::getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     ::close(lfd);
-    return false;
+    return std::nullopt;
   }
   // The transport's socket settings (CONFLUX_SOCKET_BUFSIZE), so the stream
   // is timed as its connections run.
@@ -365,12 +441,14 @@ bool measure_tcp(double* lat_us, double* gbps) {
     }
     char c = 1;
     std::vector<double> batches;
+    const CoreShares::Stretch ran;  // the ping-pong polls; the stream may wait in the kernel
     for (int b = 0; b <= kBatches && ok; ++b) {
       auto t0 = Clock::now();
       for (int i = 0; i < kPerBatch && ok; ++i) ok = full_io(fd, &c, 1, true) && full_io(fd, &c, 1, false);
       if (b > 0) batches.push_back(us_since(t0) / kPerBatch / 2);
     }
     if (ok) measured_lat = median_of(std::move(batches));
+    if (ok) shares.note(ran, cores.due());
     std::vector<char> buf(piece, 3);
     double best = 1e300;
     for (int rep = 0; rep < 3 && ok; ++rep) {
@@ -385,11 +463,8 @@ bool measure_tcp(double* lat_us, double* gbps) {
   client.join();
   server.join();
   ::close(lfd);
-  if (ok) {
-    *lat_us = measured_lat;
-    *gbps = measured_gbps;
-  }
-  return ok;
+  if (!ok) return std::nullopt;
+  return sim::LinkParams{measured_lat, measured_gbps};
 }
 
 }  // namespace
@@ -443,7 +518,10 @@ void apply_net_override(Constants* c) {
 
 namespace {
 // How the constants are measured; a cache written by another method is
-// measured again. Method 8 times a switch as two threads yielding one core
+// measured again. Method 9 records how much of their cores the measuring
+// threads held and when they measured, so a cache measured among other
+// work is measured again (method 8's may hold a busy machine's times: the
+// flag hand-off at 1240 us). Method 8 times a switch as two threads yielding one core
 // to each other (method 7 bounced a byte over pipes: a sleep and a wake-up
 // each way, 1.5x the switch a waiting rank makes). Method 7 copies between
 // page-aligned buffers with the
@@ -462,7 +540,7 @@ namespace {
 // message's bandwidth from a slot stream between two cores (method 2 took
 // half a memcpy's). Method 2 timed the flag hand-off on two pinned cores
 // (method 1 on whatever cores a bound rank had, often one).
-constexpr double kCalibrationMethod = 8;
+constexpr double kCalibrationMethod = 9;
 }  // namespace
 
 std::string Constants::to_text() const {
@@ -471,7 +549,7 @@ std::string Constants::to_text() const {
     << tcp.gbps << "\nnet_lat_us " << net.lat_us << "\nnet_gbps " << net.gbps << "\nreduce_gbps " << reduce_gbps
     << "\nswitch_us " << switch_us << "\ncopy_gbps " << copy_gbps << "\ncopy_cached_gbps " << copy_cached_gbps
     << "\nflag_us " << flag_us << "\ncma_us " << cma_us << "\ncma_gbps " << cma_gbps << "\ncma_cached_gbps "
-    << cma_cached_gbps << "\n";
+    << cma_cached_gbps << "\nheld " << held << "\nmeasured_at " << static_cast<long long>(measured_at) << "\n";
   return o.str();
 }
 
@@ -483,7 +561,8 @@ bool Constants::from_text(const std::string& text, Constants* out) {
   Constants c;
   bool current = false;
   while (in >> key >> v) {
-    const bool may_be_zero = key == "switch_us" || key == "cma_cached_gbps" || key == "copy_cached_gbps";
+    const bool may_be_zero = key == "switch_us" || key == "cma_cached_gbps" || key == "copy_cached_gbps" ||
+                             key == "held" || key == "measured_at";
     if (!(v > 0) && !(may_be_zero && v == 0)) return false;
     if (key == "method") current = v == kCalibrationMethod;
     else if (key == "shm_lat_us") c.shm.lat_us = v, ++seen;
@@ -500,8 +579,10 @@ bool Constants::from_text(const std::string& text, Constants* out) {
     else if (key == "cma_us") c.cma_us = v, ++seen;
     else if (key == "cma_gbps") c.cma_gbps = v, ++seen;
     else if (key == "cma_cached_gbps") c.cma_cached_gbps = v, ++seen;
+    else if (key == "held") c.held = v, ++seen;
+    else if (key == "measured_at") c.measured_at = v, ++seen;
   }
-  if (seen != 14 || !current) return false;  // a cache from an older version: measure again
+  if (seen != 16 || !current) return false;  // a cache from an older version: measure again
   *out = c;
   return true;
 }
@@ -528,42 +609,86 @@ void Constants::apply_to(sim::ClusterModel* m) const {
 
 namespace {
 
-// One pass over every measurement (about 0.2 s).
+// One pass over every measurement (about 0.2 s), with the least share of
+// their cores its measuring threads held.
 Constants measure_once() {
+  CoreShares shares;
   Constants c;
   double memcpy_gbps = measure_memcpy_gbps(8 << 20);
   c.copy_cached_gbps = measure_memcpy_gbps(256 << 10);
-  c.flag_us = std::max(0.02, measure_thread_handoff_us());
-  c.shm = {std::max(0.05, c.flag_us), measure_slot_stream_gbps()};
+  c.flag_us = std::max(0.02, measure_thread_handoff_us(shares));
+  c.held = shares.least();
+  if (c.busy()) return c;  // the rest would time the other work too, and slowly
+  c.shm = {std::max(0.05, c.flag_us), measure_slot_stream_gbps(shares)};
   c.copy_gbps = memcpy_gbps;
-  measure_cma(&c.cma_us, &c.cma_cached_gbps, &c.cma_gbps);
+  measure_cma(shares, &c);
   c.reduce_gbps = measure_reduce_gbps();
-  c.switch_us = measure_switch_us();
-  double lat = 0, bw = 0;
-  if (measure_tcp(&lat, &bw)) c.tcp = {lat, bw};
+  c.switch_us = measure_switch_us(shares);
+  if (const auto tcp = measure_tcp(shares)) c.tcp = *tcp;
   c.net = c.tcp;
+  c.held = shares.least();
+  c.source = "measured";
+  return c;
+}
+
+// Each constant's median over passes.
+Constants median_of_passes(const std::vector<Constants>& passes) {
+  ConstantsArray median{};
+  for (size_t k = 0; k < median.size(); ++k) {
+    std::vector<double> values;
+    values.reserve(passes.size());
+    for (const Constants& p : passes) values.push_back(to_array(p)[k]);
+    median[k] = median_of(std::move(values));
+  }
+  Constants c = from_array(median, "measured");
+  c.held = 1;
+  for (const Constants& p : passes) c.held = std::min(c.held, p.held);
   return c;
 }
 
 }  // namespace
 
+bool Constants::busy() const { return held < kCoresHeldEnough; }
+
+std::string Constants::busy_note() const {
+  if (!busy()) return "";
+  char text[160];
+  std::snprintf(text, sizeof text, "other work shared the cores: the calibration's threads ran %.0f%% of their time",
+                100 * held);
+  return text;
+}
+
 // Each constant is the median of three passes: one pass is as noisy as this
 // machine's moments (four single passes within minutes read loopback TCP's
 // latency at 3.5-7.0 us and process_vm_readv's cached rate at 7.5-23.8
 // GB/s, and priced one stored run at 144 to 187 of 269 points within 25%),
-// and the cache keeps what the first communicator measured.
-Constants measure_constants() {
-  constexpr int kPasses = 3;
-  std::array<ConstantsArray, kPasses> passes{};
-  for (ConstantsArray& p : passes) p = to_array(measure_once());
-  ConstantsArray median{};
-  for (size_t k = 0; k < median.size(); ++k) {
-    std::vector<double> values;
-    for (const ConstantsArray& p : passes) values.push_back(p[k]);
-    median[k] = median_of(std::move(values));
+// and the cache keeps what the first communicator measured. A pass whose
+// threads did not hold their cores timed the other work, not the machine:
+// it is set aside and, after a pause, measured again. Three busy passes
+// end the measuring with fewer than two clean ones: the machine is busy
+// now, and the constants are the built-in defaults, marked busy
+// (Constants::held) so that machine_constants measures again later.
+Constants measure_constants(const std::function<Constants()>& pass) {
+  constexpr size_t kPasses = 3;
+  std::vector<Constants> clean;
+  double least = 1;
+  for (size_t busy = 0; clean.size() < kPasses && busy < kPasses;) {
+    Constants p = pass();
+    least = std::min(least, p.held);
+    if (!p.busy()) {
+      clean.push_back(p);
+    } else if (++busy < kPasses) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
   }
-  return from_array(median, "measured");
+  if (clean.size() >= 2) return median_of_passes(clean);
+  Constants defaults;
+  defaults.held = least;
+  defaults.source = "defaults (" + defaults.busy_note() + ")";
+  return defaults;
 }
+
+Constants measure_constants() { return measure_constants(measure_once); }
 
 std::string cache_dir() { return config().tune_cache_dir; }
 
@@ -575,6 +700,16 @@ std::string boot_id() {
   std::getline(in, id);
   return id.empty() ? "unknown" : file_name_part(id);
 }
+}  // namespace
+
+namespace {
+double unix_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+// A cache measured while other work shared the cores serves the processes
+// of the next minute (a job's ranks, a test suite's processes) and is then
+// measured again, so one busy moment does not set the model for good.
+constexpr double kBusyCacheSeconds = 60;
 }  // namespace
 
 std::string cache_file() {
@@ -606,8 +741,9 @@ Constants machine_constants() {
     std::ifstream in(path);
     std::stringstream text;
     text << in.rdbuf();
-    if (Constants::from_text(text.str(), &memo)) {
-      memo.source = "cache " + path;
+    const bool cached = Constants::from_text(text.str(), &memo);
+    if (cached && (!memo.busy() || unix_seconds() - memo.measured_at < kBusyCacheSeconds)) {
+      memo.source = memo.busy() ? "defaults (" + memo.busy_note() + "), cached in " + path : "cache " + path;
     } else {
       // Hosts emulated on one machine (network namespaces, containers)
       // have host keys of their own but share the cores: measuring at the
@@ -616,11 +752,18 @@ Constants machine_constants() {
       // at a time; separate machines sharing a cache directory do not wait.
       FileLock machine_lock(cache_dir() + "/measuring-" + boot_id());
       memo = measure_constants();
+      memo.measured_at = unix_seconds();
       std::ofstream out(path + ".tmp");
       out << memo.to_text();
       out.close();
       if (out) std::rename((path + ".tmp").c_str(), path.c_str());
-      CFX_INFO(kTune, "calibrated this host, cached in %s", path.c_str());
+      if (memo.busy())
+        CFX_WARN(kTune,
+                 "could not calibrate this host: %s; the tuner uses built-in constants, cached in %s for %.0f s "
+                 "and then measured again",
+                 memo.busy_note().c_str(), path.c_str(), kBusyCacheSeconds);
+      else
+        CFX_INFO(kTune, "calibrated this host, cached in %s", path.c_str());
     }
   }
   apply_net_override(&memo);

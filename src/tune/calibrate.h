@@ -23,9 +23,15 @@
 
 #include "sim/sim_model.h"
 
+#include <functional>
 #include <string>
 
 namespace conflux::tune {
+
+// The least share of their wall time the calibration's threads must run
+// for its constants to describe the machine rather than other work that
+// shared its cores (a thread alone on its core runs 0.95-1.0 of the time).
+inline constexpr double kCoresHeldEnough = 0.75;
 
 struct Constants {
   sim::LinkParams shm{2.0, 5.0}, tcp{15.0, 2.0}, net{15.0, 2.0};
@@ -38,15 +44,27 @@ struct Constants {
   double cma_gbps = 4.0;    // process_vm_readv of a call's bytes past its first 256 KiB
   double cma_cached_gbps = 0;  // process_vm_readv of a call's first 256 KiB (0: at cma_gbps)
   double call_us = 0;  // a collective call's fixed cost (the network probe's; not cached)
-  std::string source = "defaults";  // "measured", "cache <path>", "defaults"
+  double held = 1;  // least share of their due core time the measuring threads ran (1: all)
+  double measured_at = 0;  // when, in seconds since the epoch (0: not recorded)
+  std::string source = "defaults";  // "measured", "cache <path>", "defaults"; busy_note() where busy
+
+  // Measured while other work shared the cores: the times are that work's.
+  bool busy() const;
+  std::string busy_note() const;  // "" where not busy
 
   std::string to_text() const;                 // one "key value" per line
   static bool from_text(const std::string& text, Constants* out);
   void apply_to(sim::ClusterModel* m) const;   // fills link params, reduce and switch costs
 };
 
-// Measures now (about 0.3 s).
+// Measures now (about 0.6 s): each constant's median over three passes in
+// which the measuring threads held their cores. Where three passes found
+// the cores busy with other work before two clean ones, the built-in
+// defaults, busy() and with the least share seen as held.
 Constants measure_constants();
+// The same with another pass function (each call measures every constant
+// once and sets held).
+Constants measure_constants(const std::function<Constants()>& pass);
 // Cached constants for this host: from the cache file, else measured and
 // stored. Thread-safe; the result is memoised for the process.
 Constants machine_constants();

@@ -13,6 +13,22 @@ ring=$(echo "$row" | awk '{print $2}'); tree=$(echo "$row" | awk '{print $5}')
 awk -v r="$ring" -v t="$tree" 'BEGIN { exit !(t * 10 <= r) }' || { echo "FAIL: tree $tree us vs ring $ring us"; exit 1; }
 echo "ok: 1024 ranks, 8 B AllReduce: tree $tree us, ring $ring us"
 
+# A calibration taken while other work held the cores serves the next
+# minute with the built-in constants, saying so, and is then measured again.
+calibrated="--hosts 1 --ranks-per-host 2 -b 8 -e 8"
+busy_dir=$(mktemp -d)
+sim_calibrated() { CONFLUX_TUNE_CACHE="$busy_dir" "$tool" sim $calibrated "$@"; }
+sim_calibrated -q >/dev/null
+cache=$(ls "$busy_dir"/tune-*.txt)
+sed -i -e 's/^held .*/held 0.1/' -e "s/^measured_at .*/measured_at $(date +%s)/" "$cache"
+out=$(sim_calibrated 2>&1 | grep "^# constants")
+grep -q "defaults (other work shared the cores: the calibration's threads ran 10% of their time), cached in" <<<"$out" \
+  || { echo "$out"; echo "FAIL: a busy calibration's cache not reported as such"; exit 1; }
+sed -i 's/^measured_at .*/measured_at 1000/' "$cache"
+sim_calibrated -q >/dev/null
+grep -q "^measured_at 1000$" "$cache" && { cat "$cache"; echo "FAIL: a busy calibration's cache was not measured again"; exit 1; }
+echo "ok: a busy calibration is used for a minute, saying so, then measured again"
+
 # Measured costs given as flags: refused when negative or malformed (not
 # silently read as "use the calibrated value"), and shown when taken.
 for bad in "--switch-cost -1" "--call-overhead -0.5" "--switch-cost nan" "--net-curve 8:9,4:10"; do
