@@ -30,7 +30,8 @@ namespace conflux::tune {
 
 // The least share of their wall time the calibration's threads must run
 // for its constants to describe the machine rather than other work that
-// shared its cores (a thread alone on its core runs 0.95-1.0 of the time).
+// shared its cores (alone on its core a measuring thread ran 0.86-0.98 of
+// its time here, beside one busy process per core 0.001-0.03).
 inline constexpr double kCoresHeldEnough = 0.75;
 
 struct Constants {
@@ -57,10 +58,10 @@ struct Constants {
   void apply_to(sim::ClusterModel* m) const;   // fills link params, reduce and switch costs
 };
 
-// Measures now (about 0.6 s): each constant's median over three passes in
+// Measures now (about 0.3 s): each constant's median over three passes in
 // which the measuring threads held their cores. Where three passes found
-// the cores busy with other work before two clean ones, the built-in
-// defaults, busy() and with the least share seen as held.
+// the cores busy with other work before two clean ones: the built-in
+// defaults, marked busy(), with `held` the least share seen.
 Constants measure_constants();
 // The same with another pass function (each call measures every constant
 // once and sets held).
