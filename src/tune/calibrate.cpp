@@ -132,20 +132,12 @@ class CoreShares {
   double least_ = 1e300;
 };
 
-// Two cores for a measurement's two threads, each pinned to one, so they
-// never share a core. The constants describe the machine, not the process:
-// a rank that `conflux run` (or mpirun, srun) bound to one core calibrates
-// on that core and another online one, or its two threads would share a
-// core and a polled ping-pong would read 60x slow (180 us against 3 on
-// loopback TCP). Nothing is pinned where the machine has one core.
+// Two cores for a measurement's two threads (calibration_cores), each
+// pinned to one, so they never share a core. Nothing is pinned where the
+// machine has one core.
 class TwoCores {
  public:
-  TwoCores() : cores_(topo::current_cpu_binding()) {
-    cores_.resize(std::min<size_t>(cores_.size(), 2));
-    const long online = sysconf(_SC_NPROCESSORS_ONLN);
-    for (int c = 0; c < online && c < CPU_SETSIZE && cores_.size() < 2; ++c)
-      if (cores_.empty() || cores_[0] != c) cores_.push_back(c);
-  }
+  TwoCores() : cores_(calibration_cores()) {}
   // Pins the calling thread to the first (0) or second (1) core.
   void pin(int which) const {
     if (cores_.size() == 2) (void)topo::pin_this_thread(cores_[which]);
@@ -683,7 +675,6 @@ Constants measure_once() {
   if (const auto tcp = measure_tcp(shares)) c.tcp = *tcp;
   c.net = c.tcp;
   c.held = shares.least();
-  c.source = "measured";
   return c;
 }
 
@@ -714,6 +705,17 @@ std::string Constants::busy_note() const {
   return text;
 }
 
+std::string Constants::busy_source() const { return "defaults (" + busy_note() + ")"; }
+
+std::vector<int> calibration_cores() {
+  std::vector<int> cores = topo::current_cpu_binding();
+  cores.resize(std::min<size_t>(cores.size(), 2));
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  for (int c = 0; c < online && c < CPU_SETSIZE && cores.size() < 2; ++c)
+    if (cores.empty() || cores[0] != c) cores.push_back(c);
+  return cores;
+}
+
 // Each constant is the median of three passes: one pass is as noisy as this
 // machine's moments (four single passes within minutes read loopback TCP's
 // latency at 3.5-7.0 us and process_vm_readv's cached rate at 7.5-23.8
@@ -740,7 +742,7 @@ Constants measure_constants(const std::function<Constants()>& pass) {
   if (clean.size() >= 2) return median_of_passes(clean);
   Constants defaults;
   defaults.held = least;
-  defaults.source = "defaults (" + defaults.busy_note() + ")";
+  defaults.source = defaults.busy_source();
   return defaults;
 }
 
@@ -756,9 +758,7 @@ std::string boot_id() {
   std::getline(in, id);
   return id.empty() ? "unknown" : file_name_part(id);
 }
-}  // namespace
 
-namespace {
 double unix_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -799,7 +799,7 @@ Constants machine_constants() {
     text << in.rdbuf();
     const bool cached = Constants::from_text(text.str(), &memo);
     if (cached && (!memo.busy() || unix_seconds() - memo.measured_at < kBusyCacheSeconds)) {
-      memo.source = memo.busy() ? "defaults (" + memo.busy_note() + "), cached in " + path : "cache " + path;
+      memo.source = memo.busy() ? memo.busy_source() + ", cached in " + path : "cache " + path;
     } else {
       // Hosts emulated on one machine (network namespaces, containers)
       // have host keys of their own but share the cores: measuring at the

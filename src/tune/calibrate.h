@@ -25,6 +25,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace conflux::tune {
 
@@ -52,11 +53,21 @@ struct Constants {
   // Measured while other work shared the cores: the times are that work's.
   bool busy() const;
   std::string busy_note() const;  // "" where not busy
+  std::string busy_source() const;  // the source of the defaults a busy calibration leaves
 
   std::string to_text() const;                 // one "key value" per line
   static bool from_text(const std::string& text, Constants* out);
   void apply_to(sim::ClusterModel* m) const;   // fills link params, reduce and switch costs
 };
+
+// The two cores a calibration's two-thread measurements pin to: this
+// process's first two allowed ones, else its one and another online one.
+// The constants describe the machine, not the process: a rank that
+// `conflux run` (or mpirun, srun) bound to one core calibrates on that core
+// and another, or its two threads would share a core and a polled
+// ping-pong would read 60x slow (180 us against 3 on loopback TCP). One
+// core where the machine has one.
+std::vector<int> calibration_cores();
 
 // Measures now (about 0.3 s): each constant's median over three passes in
 // which the measuring threads held their cores. Where three passes found

@@ -14,7 +14,6 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -409,11 +408,7 @@ TEST(CalibrationPassesTest, ABusyMachineGetsTheDefaultsMarkedBusy) {
 // on each core the calibration pins to leaves its threads half the time or
 // less, and the result is marked busy instead of timing the spinners.
 TEST(CalibrationPassesTest, SpinnersOnTheCalibrationsCoresMakeItBusy) {
-  std::vector<int> cores = topo::current_cpu_binding();
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  for (int c = 0; c < online && cores.size() < 2; ++c)
-    if (std::find(cores.begin(), cores.end(), c) == cores.end()) cores.push_back(c);
-  cores.resize(std::min<size_t>(cores.size(), 2));
+  const std::vector<int> cores = calibration_cores();
   std::atomic<bool> stop{false};
   std::vector<std::thread> spinners;
   spinners.reserve(cores.size());
