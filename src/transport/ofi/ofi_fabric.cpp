@@ -1,9 +1,9 @@
 #include "transport/ofi/ofi_fabric.h"
 
-#include "bootstrap/auth.h"
 #include "core/config.h"
 #include "core/log.h"
 #include "transport/ofi/ofi_api.h"
+#include "transport/shm/stale_files.h"
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
@@ -202,13 +202,12 @@ Status OfiFabric::init(fi_info* info) {
     // The shm provider names its shared-memory region after the process id
     // unless told otherwise, and a rank killed before closing leaves that
     // region behind; once pids wrap (32768 by default) a new rank with the
-    // same pid fails fi_enable with EBUSY. A random name cannot collide.
-    uint64_t tag = 0;
-    random_bytes(&tag, sizeof tag);
-    char shm_name[64];
-    std::snprintf(shm_name, sizeof shm_name, "cfx_%d_%016llx", static_cast<int>(getpid()),
-                  static_cast<unsigned long long>(tag));
-    ret = fi_setname(&ep_->fid, shm_name, std::strlen(shm_name) + 1);
+    // same pid fails fi_enable with EBUSY. A name with a random tag cannot
+    // collide, and the stamp in it lets a later process remove the region
+    // once this one is gone (stale_files.h).
+    sweep_stale_files_once();
+    std::string shm_name = libfabric_region_name();
+    ret = fi_setname(&ep_->fid, shm_name.data(), shm_name.size() + 1);
     if (ret) return ofi_error("fi_setname", ret);
   }
   ret = fi_enable(ep_);

@@ -16,16 +16,24 @@ namespace {
 
 constexpr uint64_t kSegMagic = 0x434658534547ull;  // "CFXSEG"
 
-struct SegmentHeader {
+// The header's first cache line: what the segment is and who made it
+// (plain data, read from the file by ShmSegment::maker).
+struct SegmentDescription {
   uint64_t magic;
   int32_t nranks;
   int32_t nslots;
   uint64_t slot_bytes;
   int32_t channels;
-  int32_t reserved;
+  int32_t maker_pid;  // the creator (ProcessStamp): a segment its gone maker
+                      // left in /dev/shm can be told from a live one
   uint64_t staging_bytes;
   uint64_t owner_base;  // where the creator mapped the segment (its own address of it)
-  char pad[64 - 48];
+  uint64_t maker_start_ticks;
+  uint64_t maker_pid_namespace;
+};
+static_assert(sizeof(SegmentDescription) == 64);
+
+struct SegmentHeader : SegmentDescription {
   ShmDoorbell doorbell;
   ShmFlag flag;
   ShmCallSig call_sig;
@@ -110,6 +118,10 @@ Result<ShmSegment> ShmSegment::create(const std::string& name, const Layout& lay
   h->slot_bytes = layout.slot_bytes;
   h->staging_bytes = layout.staging_bytes;
   h->owner_base = reinterpret_cast<uint64_t>(seg.base_);
+  const ProcessStamp maker = this_process_stamp();
+  h->maker_pid = maker.pid;
+  h->maker_start_ticks = maker.start_ticks;
+  h->maker_pid_namespace = maker.pid_namespace;
   new (&h->doorbell) ShmDoorbell();
   new (&h->flag) ShmFlag();
   new (&h->call_sig) ShmCallSig();
@@ -144,6 +156,19 @@ Result<ShmSegment> ShmSegment::open(const std::string& name, size_t expected_byt
   seg.layout_ = Layout{h->nranks, h->nslots, h->slot_bytes, h->channels, h->staging_bytes};
   if (seg.layout_.total_bytes() != expected_bytes) return remote_error("peer segment " + name + " has a bad layout");
   return seg;
+}
+
+std::optional<ProcessStamp> ShmSegment::maker(int fd) {
+  SegmentDescription h{};
+  if (pread(fd, &h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) || h.magic != kSegMagic)
+    return std::nullopt;
+  return ProcessStamp{h.maker_pid, h.maker_start_ticks, h.maker_pid_namespace};
+}
+
+bool ShmSegment::unfinished(int fd) {
+  uint64_t magic = 0;
+  ssize_t got = pread(fd, &magic, sizeof magic, 0);
+  return got == 0 || (got == static_cast<ssize_t>(sizeof magic) && magic == 0);
 }
 
 ShmDoorbell& ShmSegment::doorbell() const { return reinterpret_cast<SegmentHeader*>(base_)->doorbell; }

@@ -10,10 +10,12 @@
 #include "core/coll.h"
 #include "core/shared_mem.h"
 #include "core/status.h"
+#include "transport/shm/stale_files.h"
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace conflux {
@@ -106,6 +108,12 @@ class ShmSegment {
   static Result<ShmSegment> create(const std::string& name, const Layout& layout);
   static Result<ShmSegment> open(const std::string& name, size_t expected_bytes);
   void unlink();  // removes the name; mappings stay valid
+  // Who created the segment open as `fd` (read from its header); nullopt
+  // when it is not an initialised segment.
+  static std::optional<ProcessStamp> maker(int fd);
+  // Whether the file open as `fd` is a segment its creator has not finished
+  // writing: empty, or its header's magic (written last) still 0.
+  static bool unfinished(int fd);
 
   const Layout& layout() const { return layout_; }
   ShmDoorbell& doorbell() const;

@@ -2,6 +2,7 @@
 
 #include "core/log.h"
 #include "transport/shm/shm_link.h"
+#include "transport/shm/stale_files.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -26,6 +27,7 @@ int open_pidfd(int pid) {
 size_t staging_bytes_for(const Config& cfg) { return cfg.shm_collectives ? cfg.shm_staging_bytes : 0; }
 
 Status ShmTransport::publish(RankInfo* mine) {
+  sweep_stale_files_once();
   if (ctx_.nranks < 2) return Status::Ok();
   // Rings for every channel this rank may use: multi-channel schedules
   // cross same-host peers too (hier), and channels sharing one ring would
