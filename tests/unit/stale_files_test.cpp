@@ -149,18 +149,20 @@ TEST(Sweep, RemovesFilesOfGoneMakersOnly) {
 TEST(Sweep, RemovesSegmentsLeftUnfinishedForAMinute) {
   TempDir dir;
   const std::string empty_old = "cfx-00000000000000e1-0-1", zeros_old = "cfx-00000000000000e2-1-1",
-                    zeros_young = "cfx-00000000000000e3-0-1";
+                    zeros_young = "cfx-00000000000000e3-0-1", not_a_segment_name = "cfx-notes";
   dir.add(empty_old, 0);
   dir.add(zeros_old, 4096, '\0');
   dir.add(zeros_young, 4096, '\0');
+  dir.add(not_a_segment_name, 0);
   const timespec minute_and_more_ago[2] = {{time(nullptr) - kUnfinishedSegmentSeconds - 5, 0},
                                            {time(nullptr) - kUnfinishedSegmentSeconds - 5, 0}};
-  for (const auto& n : {empty_old, zeros_old})
+  for (const auto& n : {empty_old, zeros_old, not_a_segment_name})
     ASSERT_EQ(utimensat(AT_FDCWD, (dir.path() + "/" + n).c_str(), minute_and_more_ago, 0), 0);
   EXPECT_EQ(sweep_stale_files(dir.path()).files, 2);
   EXPECT_FALSE(dir.has(empty_old));
   EXPECT_FALSE(dir.has(zeros_old));
   EXPECT_TRUE(dir.has(zeros_young));
+  EXPECT_TRUE(dir.has(not_a_segment_name));
 }
 
 TEST(Sweep, AMissingDirectorySweepsNothing) { EXPECT_EQ(sweep_stale_files("/nonexistent/cfx-stale").files, 0); }
@@ -169,9 +171,14 @@ TEST(Sweep, AMissingDirectorySweepsNothing) { EXPECT_EQ(sweep_stale_files("/none
 // had not all mapped it yet) leaves it in /dev/shm; the next sweep removes
 // it, and leaves a live process's segment where it is.
 TEST(Sweep, RemovesTheSegmentOfAKilledCreator) {
-  const std::string tag = std::to_string(getpid()) + "-" + std::to_string(std::rand());
-  const std::string killed_name = "/cfx-staletest" + tag + "-0-killed";
-  const std::string live_name = "/cfx-staletest" + tag + "-1-live";
+  // Named as ShmTransport names segments: a communicator id, a rank, a pid.
+  auto name_of = [](int rank) {
+    char name[64];
+    std::snprintf(name, sizeof name, "/cfx-%016llx-%d-%d", 0x57a1e0000000000ull + static_cast<unsigned>(getpid()),
+                  rank, static_cast<int>(getpid()));
+    return std::string(name);
+  };
+  const std::string killed_name = name_of(0), live_name = name_of(1);
   ShmSegment::Layout layout{2, 4, 256, 1, 0};
   pid_t child = fork();
   if (child == 0) {

@@ -32,6 +32,15 @@ uint64_t pid_namespace_of_self() {
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
+// A segment's name in /dev/shm: "cfx-<communicator id>-<rank>-<pid>"
+// (ShmTransport::publish).
+bool segment_name(const std::string& name) {
+  unsigned long long comm = 0;
+  int rank = 0, pid = 0, used = 0;
+  return std::sscanf(name.c_str(), "cfx-%16llx-%d-%d%n", &comm, &rank, &pid, &used) == 3 &&
+         static_cast<size_t>(used) == name.size();
+}
+
 // Whether the file open as `fd`, named `name` in the sweep's directory,
 // was left by a process that is gone.
 bool left_by_a_gone_process(const std::string& name, int fd, const struct stat& st) {
@@ -39,6 +48,7 @@ bool left_by_a_gone_process(const std::string& name, int fd, const struct stat& 
     auto stamp = stamp_of_region_name(name);
     return stamp && process_gone(*stamp);
   }
+  if (!segment_name(name)) return false;
   if (auto stamp = ShmSegment::maker(fd)) return process_gone(*stamp);
   // A creator finishes its segment's header within milliseconds of
   // creating the file, before anyone else may use it; one still unfinished

@@ -4,8 +4,8 @@
 // and the libfabric shm provider's region when its endpoint closes. A rank
 // killed before that (SIGKILL, the OOM killer, scancel, a test that kills
 // ranks on purpose) leaves the file, and its memory, in /dev/shm until the
-// machine reboots; a developer machine running the test suite filled its
-// 24 GiB /dev/shm that way. Each such file records the process that made it
+// machine reboots: a few megabytes each, until /dev/shm is full and every
+// new segment fails. Each such file records the process that made it
 // (a ProcessStamp: in the segment's header, or in the region's name), and
 // the first communicator a process creates removes the files whose maker is
 // provably gone. A segment whose creator was killed while writing its
