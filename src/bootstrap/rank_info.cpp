@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <csignal>
 #include <fstream>
 #include <sstream>
 
@@ -59,6 +61,14 @@ CoreSharing core_sharing(const std::vector<RankInfo>& table, const RankInfo& min
   // another hash; one of unknown size might be anywhere.
   c.own_core = all_single && c.sharing == 1 && mine.cpu_set_size == 1;
   return c;
+}
+
+// NOLINTNEXTLINE(bugprone-easily-swappable-parameters): a pid and its start time, in RankInfo's order
+bool process_ended(int pid, uint64_t start_time) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  if (start_time == 0) return false;
+  const uint64_t now = process_start_time(pid);
+  return now != 0 && now != start_time;
 }
 
 uint64_t process_start_time(int pid) {

@@ -40,6 +40,10 @@ uint64_t local_host_hash(std::string* name_out = nullptr);
 // Identity of a CPU affinity set on this kernel (RankInfo::cpu_set_hash).
 uint64_t cpu_set_hash(const std::vector<int>& cpus);
 uint64_t process_start_time(int pid);  // from /proc/<pid>/stat; 0 if unknown
+// Whether the process `pid` that started at `start_time` (0: unknown) has
+// ended: no process has the pid now, or the one that has it started at
+// another time (the pid was reused).
+bool process_ended(int pid, uint64_t start_time);
 
 // Where this rank runs, against the job's other ranks (from their
 // RankInfo). `sharing` counts the ranks (this one included) whose affinity

@@ -16,12 +16,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
+#include <csignal>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
-#include <csignal>
 #include <fstream>
 #include <string>
 
@@ -50,13 +48,6 @@ ProcessStamp stamp_of_an_exited_process() {
   int status = 0;
   EXPECT_EQ(waitpid(child, &status, 0), child);
   return s;
-}
-
-std::string region_name(const ProcessStamp& s, const char* tag = "00000000000000ab") {
-  char name[128];
-  std::snprintf(name, sizeof name, "cfx_%d_%llx_%llx_%s", s.pid, static_cast<unsigned long long>(s.start_ticks),
-                static_cast<unsigned long long>(s.pid_namespace), tag);
-  return name;
 }
 
 class TempDir {
@@ -130,8 +121,8 @@ TEST(Sweep, RemovesFilesOfGoneMakersOnly) {
   const ProcessStamp dead = stamp_of_an_exited_process();
   ProcessStamp foreign = dead;
   foreign.pid_namespace += 1;
-  const std::string gone = region_name(dead), live = region_name(this_process_stamp()),
-                    other_ns = region_name(foreign), old_format = "cfx_" + std::to_string(dead.pid) + "_00000000000000ab",
+  const std::string gone = region_name(dead, 0xab), live = region_name(this_process_stamp(), 0xab),
+                    other_ns = region_name(foreign, 0xab), old_format = "cfx_" + std::to_string(dead.pid) + "_00000000000000ab",
                     not_a_segment = "cfx-0000000000000001-0-" + std::to_string(dead.pid), unrelated = "sem.other";
   dir.add(gone, 5000);
   for (const auto& n : {live, other_ns, old_format, not_a_segment, unrelated}) dir.add(n);
@@ -171,14 +162,8 @@ TEST(Sweep, AMissingDirectorySweepsNothing) { EXPECT_EQ(sweep_stale_files("/none
 // had not all mapped it yet) leaves it in /dev/shm; the next sweep removes
 // it, and leaves a live process's segment where it is.
 TEST(Sweep, RemovesTheSegmentOfAKilledCreator) {
-  // Named as ShmTransport names segments: a communicator id, a rank, a pid.
-  auto name_of = [](int rank) {
-    char name[64];
-    std::snprintf(name, sizeof name, "/cfx-%016llx-%d-%d", 0x57a1e0000000000ull + static_cast<unsigned>(getpid()),
-                  rank, static_cast<int>(getpid()));
-    return std::string(name);
-  };
-  const std::string killed_name = name_of(0), live_name = name_of(1);
+  const uint64_t comm_id = 0x57a1e0000000000ull + static_cast<unsigned>(getpid());
+  const std::string killed_name = segment_name(comm_id, 0, getpid()), live_name = segment_name(comm_id, 1, getpid());
   ShmSegment::Layout layout{2, 4, 256, 1, 0};
   pid_t child = fork();
   if (child == 0) {

@@ -4,13 +4,11 @@
 #include "core/copy.h"
 
 #include <poll.h>
-#include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cerrno>
 #include <cstring>
 
 namespace conflux {
@@ -260,18 +258,11 @@ void OfiLink::post_notice_recv() {
 
 bool OfiLink::peer_process_gone() const {
   if (!peer_.same_host || peer_.pid <= 0) return false;
-  bool gone = false;
   if (pidfd_ >= 0) {
     pollfd p{pidfd_, POLLIN, 0};
-    gone = ::poll(&p, 1, 0) > 0;
-  } else {
-    gone = ::kill(peer_.pid, 0) != 0 && errno == ESRCH;
+    if (::poll(&p, 1, 0) > 0) return true;
   }
-  if (!gone && peer_.pid_start_time != 0) {
-    uint64_t t = process_start_time(peer_.pid);
-    gone = t != 0 && t != peer_.pid_start_time;
-  }
-  return gone;
+  return process_ended(peer_.pid, peer_.pid_start_time);
 }
 
 void OfiLink::send_notice(cfxResult_t code, const std::string& why) {

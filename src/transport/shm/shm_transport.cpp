@@ -34,11 +34,10 @@ Status ShmTransport::publish(RankInfo* mine) {
   // run one after another.
   ShmSegment::Layout layout{ctx_.nranks, cfg_.shm_slots, cfg_.shm_slot_bytes, cfg_.tcp_channels,
                             staging_bytes_for(cfg_)};
-  char name[48];
-  std::snprintf(name, sizeof name, "/cfx-%016llx-%d-%d", static_cast<unsigned long long>(ctx_.id.comm_id),
-                ctx_.rank, mine->pid);
+  const std::string name = segment_name(ctx_.id.comm_id, ctx_.rank, mine->pid);
+  if (name.size() >= sizeof mine->shm_name) return internal_error("shm segment name " + name + " is too long");
   CFX_ASSIGN_OR_RETURN(segment_, ShmSegment::create(name, layout));
-  std::snprintf(mine->shm_name, sizeof mine->shm_name, "%s", name);
+  std::snprintf(mine->shm_name, sizeof mine->shm_name, "%s", name.c_str());
   mine->shm_bytes = layout.total_bytes();
   waiter_ = std::make_unique<ShmWaiter>(segment_.doorbell());
   return Status::Ok();

@@ -10,8 +10,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -32,9 +30,9 @@ uint64_t pid_namespace_of_self() {
 
 bool starts_with(const std::string& s, const char* prefix) { return s.rfind(prefix, 0) == 0; }
 
-// A segment's name in /dev/shm: "cfx-<communicator id>-<rank>-<pid>"
-// (ShmTransport::publish).
-bool segment_name(const std::string& name) {
+// Whether `name` is a segment's file name in /dev/shm (segment_name's,
+// without its '/').
+bool is_segment_file_name(const std::string& name) {
   unsigned long long comm = 0;
   int rank = 0, pid = 0, used = 0;
   return std::sscanf(name.c_str(), "cfx-%16llx-%d-%d%n", &comm, &rank, &pid, &used) == 3 &&
@@ -48,7 +46,7 @@ bool left_by_a_gone_process(const std::string& name, int fd, const struct stat& 
     auto stamp = stamp_of_region_name(name);
     return stamp && process_gone(*stamp);
   }
-  if (!segment_name(name)) return false;
+  if (!is_segment_file_name(name)) return false;
   if (auto stamp = ShmSegment::maker(fd)) return process_gone(*stamp);
   // A creator finishes its segment's header within milliseconds of
   // creating the file, before anyone else may use it; one still unfinished
@@ -70,21 +68,27 @@ ProcessStamp this_process_stamp() {
 bool process_gone(const ProcessStamp& stamp) {
   if (stamp.pid <= 0 || stamp.start_ticks == 0 || stamp.pid_namespace == 0) return false;
   if (stamp.pid_namespace != pid_namespace_of_self()) return false;
-  if (kill(stamp.pid, 0) != 0 && errno == ESRCH) return true;
-  // Someone has the pid: gone only if that is provably a later process.
-  uint64_t start = process_start_time(stamp.pid);
-  return start != 0 && start != stamp.start_ticks;
+  return process_ended(stamp.pid, stamp.start_ticks);
+}
+
+std::string segment_name(uint64_t comm_id, int rank, int pid) {
+  char name[64];
+  std::snprintf(name, sizeof name, "/cfx-%016llx-%d-%d", static_cast<unsigned long long>(comm_id), rank, pid);
+  return name;
+}
+
+std::string region_name(const ProcessStamp& maker, uint64_t tag) {
+  char name[96];
+  std::snprintf(name, sizeof name, "cfx_%d_%llx_%llx_%016llx", static_cast<int>(maker.pid),
+                static_cast<unsigned long long>(maker.start_ticks),
+                static_cast<unsigned long long>(maker.pid_namespace), static_cast<unsigned long long>(tag));
+  return name;
 }
 
 std::string libfabric_region_name() {
-  ProcessStamp s = this_process_stamp();
   uint64_t tag = 0;
   random_bytes(&tag, sizeof tag);
-  char name[96];
-  std::snprintf(name, sizeof name, "cfx_%d_%llx_%llx_%016llx", static_cast<int>(s.pid),
-                static_cast<unsigned long long>(s.start_ticks), static_cast<unsigned long long>(s.pid_namespace),
-                static_cast<unsigned long long>(tag));
-  return name;
+  return region_name(this_process_stamp(), tag);
 }
 
 std::optional<ProcessStamp> stamp_of_region_name(const std::string& name) {

@@ -34,10 +34,16 @@ ProcessStamp this_process_stamp();
 // another time. A stamp with a field unknown (0) is never gone.
 bool process_gone(const ProcessStamp& stamp);
 
-// The libfabric shm provider's region name for this process: the stamp and
-// a random tag, "cfx_<pid>_<start>_<namespace>_<tag>" (hex after the pid).
+// A rank's segment, as shm_open names it: "/cfx-<communicator id>-<rank>-<pid>"
+// (the file in /dev/shm has no leading '/').
+std::string segment_name(uint64_t comm_id, int rank, int pid);
+
+// A libfabric shm provider's region name: the stamp of its maker and a tag,
+// "cfx_<pid>_<start>_<namespace>_<tag>" (hex after the pid).
+std::string region_name(const ProcessStamp& maker, uint64_t tag);
+// This process's region name, with a random tag.
 std::string libfabric_region_name();
-// The stamp in such a name; nullopt for any other name.
+// The stamp in a region name; nullopt for any other name.
 std::optional<ProcessStamp> stamp_of_region_name(const std::string& name);
 
 struct SweptFiles {
