@@ -67,30 +67,12 @@ class SharedFlag {
   std::atomic<int>* flag_ = nullptr;
 };
 
-void BM_SwitchBetweenThreads(benchmark::State& state) {
-  const int cpu = sched_getcpu();
-  SharedFlag flag;
-  double seconds = 0;
-  for (auto _ : state) {
-    const auto start = std::chrono::steady_clock::now();
-    flag.get()->store(0);
-    std::thread other([&] {
-      pin_to(cpu);
-      play(*flag.get(), 1);
-    });
-    cpu_set_t before;
-    sched_getaffinity(0, sizeof before, &before);
-    pin_to(cpu);
-    play(*flag.get(), 0);
-    other.join();
-    seconds += seconds_since(start);
-    sched_setaffinity(0, sizeof before, &before);
-  }
-  report_switches(state, seconds);
-}
-BENCHMARK(BM_SwitchBetweenThreads)->UseRealTime()->Unit(benchmark::kMillisecond);
-
-void BM_SwitchBetweenProcesses(benchmark::State& state) {
+// Times kRoundTrips hand-offs per iteration between this thread and a
+// second player, both pinned to the core this thread runs on:
+// `start_other(flag, cpu)` launches the second player (it plays 1 and
+// pins itself), `finish_other()` waits for it; a false return stops the run.
+template <class StartOther, class FinishOther>
+void time_switches(benchmark::State& state, StartOther start_other, FinishOther finish_other) {
   const int cpu = sched_getcpu();
   SharedFlag flag;
   if (flag.get() == nullptr) {
@@ -104,23 +86,48 @@ void BM_SwitchBetweenProcesses(benchmark::State& state) {
     sched_getaffinity(0, sizeof before, &before);
     pin_to(cpu);
     const auto start = std::chrono::steady_clock::now();
-    const pid_t child = fork();
-    if (child == 0) {
-      // Only system calls and atomics here: safe in the child of a
-      // threaded process.
-      play(*flag.get(), 1);
-      _exit(0);
-    }
-    if (child < 0) {
-      state.SkipWithError("fork failed");
+    if (!start_other(*flag.get(), cpu)) {
+      state.SkipWithError("could not start the second player");
       break;
     }
     play(*flag.get(), 0);
-    waitpid(child, nullptr, 0);
+    finish_other();
     seconds += seconds_since(start);
     sched_setaffinity(0, sizeof before, &before);
   }
   report_switches(state, seconds);
+}
+
+void BM_SwitchBetweenThreads(benchmark::State& state) {
+  std::thread other;
+  time_switches(
+      state,
+      [&](std::atomic<int>& flag, int cpu) {
+        other = std::thread([&flag, cpu] {
+          pin_to(cpu);
+          play(flag, 1);
+        });
+        return true;
+      },
+      [&] { other.join(); });
+}
+BENCHMARK(BM_SwitchBetweenThreads)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+void BM_SwitchBetweenProcesses(benchmark::State& state) {
+  pid_t child = -1;
+  time_switches(
+      state,
+      [&](std::atomic<int>& flag, int) {
+        child = fork();  // inherits this thread's pinning
+        if (child == 0) {
+          // Only system calls and atomics here: safe in the child of a
+          // threaded process.
+          play(flag, 1);
+          _exit(0);
+        }
+        return child > 0;
+      },
+      [&] { waitpid(child, nullptr, 0); });
 }
 BENCHMARK(BM_SwitchBetweenProcesses)->UseRealTime()->Unit(benchmark::kMillisecond);
 
