@@ -67,7 +67,7 @@ struct ClusterFlags {
         ->check(us_cost);
     app.add_option("--switch-cost", switch_cost,
                    "Core time to switch a sleeping rank in for each message where ranks outnumber cores, us "
-                   "(default: calibrated)")
+                   "(default: calibrated, a switch between two processes)")
         ->check(us_cost);
   }
 
@@ -96,7 +96,7 @@ struct ClusterFlags {
     if (net_lat >= 0) net.lat_us = net_lat;
     if (!net_curve.empty()) parse_curve(net_curve, &net.curve);  // validated by the option's check
     if (call_overhead >= 0) m.call_us = call_overhead;
-    if (switch_cost >= 0) m.switch_us = switch_cost;
+    if (switch_cost >= 0) m.switch_us = switch_cost, m.process_switch_us = 0;  // the one cost a rank's switch takes
     if (all_given) m.reduce_gbps = m.copy_gbps = 0;  // a fully specified model is pure alpha-beta
     m.one_sided = !tcp && !no_one_sided && config().shm_collectives;
     m.reads_peer_buffers = m.one_sided;

@@ -122,6 +122,10 @@ std::string ClusterModel::describe() const {
     std::snprintf(buf, sizeof buf, ", switch %.2fus", switch_us);
     d += buf;
   }
+  if (process_switch_us > 0) {
+    std::snprintf(buf, sizeof buf, " (%.2fus between processes)", process_switch_us);
+    d += buf;
+  }
   if (machine_cores > 0) {
     std::snprintf(buf, sizeof buf, ", one machine: %d cores, net copies %.2fGB/s", machine_cores, machine_net_gbps);
     d += buf;
@@ -494,7 +498,7 @@ Status Sim::run(SimResult* out) {
   // A sleeping rank switched in at `from` (ranks > cores): when it runs.
   auto switch_in = [&](int rep, double from) {
     switched_in_[size_t(rep)] = 1;
-    return on_cpu(m_.host_of(rep), from, m_.switch_us);
+    return on_cpu(m_.host_of(rep), from, m_.rank_switch_us());
   };
   size_t messages = 0;
   for (;;) {

@@ -17,8 +17,10 @@
 #include <sched.h>
 #include <spawn.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -414,6 +416,92 @@ double measure_switch_us(CoreShares& shares) {
   return pinned.load() == 2 ? us : 0;
 }
 
+// Whether this build runs under a sanitizer, whose runtime a forked child
+// of a multi-threaded process must not enter.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// The child's side of the hand-off between processes: answers each odd
+// count on the shared page with the next even one, yielding its core
+// while it waits, until it is killed. It touches nothing but the page and
+// its stack, and calls nothing but system calls.
+[[noreturn]] void answer_yielding(std::atomic<int>* flag) {
+  for (int i = 0;; ++i) {
+    while (flag->load(std::memory_order_acquire) != 2 * i + 1) ::syscall(SYS_sched_yield);
+    flag->store(2 * i + 2, std::memory_order_release);
+  }
+}
+
+// The hand-off between two processes yielding one core, timed as
+// yield_handoff_us times two threads: a rank switched onto a core another
+// rank held leaves that rank's address space, which two threads never do
+// (5.0-5.2 us a switch here against 1.8-1.9 between threads: this VM
+// isolates the kernel's page tables; conflux_micro_bench's Switch). The
+// other process must run this code, so it is a child cloned from this
+// process without exec: a bare clone (no fork handlers run; on a kernel
+// that copies pinned pages at fork, registered memory stays the parent's)
+// that touches only a shared page and its stack, pinned to `cpu` by
+// inheriting the timing thread's binding, and killed at the end. Its
+// memory is this process's, shared copy-on-write while it lives (the
+// timing's warm-up batch takes the first writes' faults). Median of
+// batches after a warm-up; 0 where it cannot be timed, a hand-off stalls
+// for a second, or under a sanitizer.
+double time_process_handoff_us(int cpu) {
+  if (kSanitized) return 0;
+  void* page = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return 0;
+  auto* flag = new (page) std::atomic<int>(0);
+  double us = 0;
+  std::thread timer([&] {
+    if (!topo::pin_this_thread(cpu)) return;
+    const auto pid = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
+    if (pid < 0) return;
+    if (pid == 0) answer_yielding(flag);
+    constexpr int kBatches = 5, kPerBatch = 200;
+    constexpr double kStallUs = 1e6;
+    std::vector<double> batches;
+    bool stalled = false;
+    for (int b = 0, i = 0; b <= kBatches && !stalled; ++b) {
+      const auto t0 = Clock::now();
+      for (int k = 0; k < kPerBatch && !stalled; ++k, ++i) {
+        flag->store(2 * i + 1, std::memory_order_release);
+        for (int polls = 1; flag->load(std::memory_order_acquire) != 2 * i + 2; ++polls) {
+          sched_yield();
+          if (polls % 1024 == 0 && us_since(t0) > kStallUs) {
+            stalled = true;
+            break;
+          }
+        }
+      }
+      if (b > 0 && !stalled) batches.push_back(us_since(t0) / kPerBatch / 2);
+    }
+    ::kill(pid, SIGKILL);
+    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    if (batches.size() == kBatches) us = median_of(std::move(batches));
+  });
+  timer.join();
+  ::munmap(page, 4096);
+  return us;
+}
+
+// A switch between two processes on one core (0 where it cannot be timed).
+double measure_process_switch_us() {
+  const std::vector<int> allowed = topo::current_cpu_binding();
+  const int cpu = sched_getcpu();
+  if (cpu < 0 || std::find(allowed.begin(), allowed.end(), cpu) == allowed.end()) return 0;
+  return time_process_handoff_us(cpu);
+}
+
 // Moves n bytes, polling without blocking as the executor polls its
 // links. A blocked receiver sleeps and is woken for every segment: on this
 // kind of VM its core halts, and waking it costs what no spinning rank
@@ -564,7 +652,8 @@ void apply_net_override(Constants* c) {
 
 namespace {
 // How the constants are measured; a cache written by another method is
-// measured again. Method 10 times process_vm_readv's call on another
+// measured again. Method 11 adds a switch between two processes (method 10
+// timed only the one between two threads). Method 10 times process_vm_readv's call on another
 // process's memory (method 9 read its own, 0.4-0.6 us cheaper a call).
 // Method 9 records how much of their cores the measuring
 // threads held and when they measured, so a cache measured among other
@@ -588,14 +677,14 @@ namespace {
 // message's bandwidth from a slot stream between two cores (method 2 took
 // half a memcpy's). Method 2 timed the flag hand-off on two pinned cores
 // (method 1 on whatever cores a bound rank had, often one).
-constexpr double kCalibrationMethod = 10;
+constexpr double kCalibrationMethod = 11;
 }  // namespace
 
 std::string Constants::to_text() const {
   std::ostringstream o;
   o << "method " << kCalibrationMethod << "\nshm_lat_us " << shm.lat_us << "\nshm_gbps " << shm.gbps << "\ntcp_lat_us " << tcp.lat_us << "\ntcp_gbps "
     << tcp.gbps << "\nnet_lat_us " << net.lat_us << "\nnet_gbps " << net.gbps << "\nreduce_gbps " << reduce_gbps
-    << "\nswitch_us " << switch_us << "\ncopy_gbps " << copy_gbps << "\ncopy_cached_gbps " << copy_cached_gbps
+    << "\nswitch_us " << switch_us << "\nprocess_switch_us " << process_switch_us << "\ncopy_gbps " << copy_gbps << "\ncopy_cached_gbps " << copy_cached_gbps
     << "\nflag_us " << flag_us << "\ncma_us " << cma_us << "\ncma_gbps " << cma_gbps << "\ncma_cached_gbps "
     << cma_cached_gbps << "\nheld " << held << "\nmeasured_at " << static_cast<long long>(measured_at) << "\n";
   return o.str();
@@ -609,7 +698,7 @@ bool Constants::from_text(const std::string& text, Constants* out) {
   Constants c;
   bool current = false;
   while (in >> key >> v) {
-    const bool may_be_zero = key == "switch_us" || key == "cma_cached_gbps" || key == "copy_cached_gbps" ||
+    const bool may_be_zero = key == "switch_us" || key == "process_switch_us" || key == "cma_cached_gbps" || key == "copy_cached_gbps" ||
                              key == "held" || key == "measured_at";
     if (!(v > 0) && !(may_be_zero && v == 0)) return false;
     if (key == "method") current = v == kCalibrationMethod;
@@ -621,6 +710,7 @@ bool Constants::from_text(const std::string& text, Constants* out) {
     else if (key == "net_gbps") c.net.gbps = v, ++seen;
     else if (key == "reduce_gbps") c.reduce_gbps = v, ++seen;
     else if (key == "switch_us") c.switch_us = v, ++seen;
+    else if (key == "process_switch_us") c.process_switch_us = v, ++seen;
     else if (key == "copy_gbps") c.copy_gbps = v, ++seen;
     else if (key == "copy_cached_gbps") c.copy_cached_gbps = v, ++seen;
     else if (key == "flag_us") c.flag_us = v, ++seen;
@@ -630,7 +720,7 @@ bool Constants::from_text(const std::string& text, Constants* out) {
     else if (key == "held") c.held = v, ++seen;
     else if (key == "measured_at") c.measured_at = v, ++seen;
   }
-  if (seen != 16 || !current) return false;  // a cache from an older version: measure again
+  if (seen != 17 || !current) return false;  // a cache from an older version: measure again
   *out = c;
   return true;
 }
@@ -642,6 +732,7 @@ void Constants::apply_to(sim::ClusterModel* m) const {
   m->reduce_gbps = reduce_gbps;
   m->call_us = call_us;
   m->switch_us = switch_us;
+  m->process_switch_us = process_switch_us;
   m->copy_gbps = copy_gbps;
   m->copy_cached_gbps = copy_cached_gbps;
   m->flag_us = flag_us;
@@ -672,6 +763,7 @@ Constants measure_once() {
   measure_cma(shares, &c);
   c.reduce_gbps = measure_reduce_gbps();
   c.switch_us = measure_switch_us(shares);
+  c.process_switch_us = measure_process_switch_us();
   if (const auto tcp = measure_tcp(shares)) c.tcp = *tcp;
   c.net = c.tcp;
   c.held = shares.least();

@@ -39,6 +39,7 @@ struct Constants {
   sim::LinkParams shm{2.0, 5.0}, tcp{15.0, 2.0}, net{15.0, 2.0};
   double reduce_gbps = 4.0;
   double switch_us = 0;  // a hand-off between two threads yielding one core (0: unknown)
+  double process_switch_us = 0;  // the same between two processes (0: unknown, at switch_us)
   double copy_gbps = 10.0;  // memcpy of buffers larger than the caches
   double copy_cached_gbps = 0;  // memcpy of a call's first 256 KiB, in the caches (0: at copy_gbps)
   double flag_us = 0.3;     // a flag store seen by a spinning thread on another core

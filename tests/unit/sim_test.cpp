@@ -243,6 +243,26 @@ TEST(SimTest, SwitchCostIsPaidPerMessageWhereRanksOutnumberCores) {
   EXPECT_GE(ring(), crowded + 2 * 3 * 3 - 1e-9);
 }
 
+TEST(SimTest, ASleepingRankIsSwitchedInAtTheCostOfASwitchBetweenProcesses) {
+  // Ranks are processes: where both switch costs are known, a switch takes
+  // the one between processes; the one between threads only stands in
+  // where that is unknown.
+  ClusterModel m = flat(4, 10, 1);
+  m.machine_cores = 2;
+  auto ring = [&] { return simulate(m, allreduce(8), algo::ring_allreduce)->time_us; };
+  m.switch_us = 2;
+  const double threads_only = ring();
+  m.process_switch_us = 6;
+  const double with_processes = ring();
+  m.switch_us = 6;
+  m.process_switch_us = 0;
+  EXPECT_DOUBLE_EQ(with_processes, ring());
+  EXPECT_GT(with_processes, threads_only);
+  m.switch_us = 100;  // the thread switch no longer counts once the process switch is known
+  m.process_switch_us = 6;
+  EXPECT_DOUBLE_EQ(ring(), with_processes);
+}
+
 TEST(SimTest, AnEagerCallWakesEachSleepingRankAboutOnce) {
   // 4 ranks on one host's 2 cores: every rank waits for 3 peers' flags but,
   // once woken, sees the flags already raised, so the call costs about one

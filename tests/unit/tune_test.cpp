@@ -297,6 +297,7 @@ TEST(CalibrateTest, TextRoundTripAndCache) {
   c.shm = {0.5, 7};
   c.reduce_gbps = 3;
   c.switch_us = 2.5;
+  c.process_switch_us = 6.25;
   c.copy_gbps = 11;
   c.flag_us = 0.25;
   c.cma_us = 1.75;
@@ -307,6 +308,8 @@ TEST(CalibrateTest, TextRoundTripAndCache) {
   ASSERT_TRUE(Constants::from_text(c.to_text(), &back));
   EXPECT_DOUBLE_EQ(back.shm.gbps, 7);
   EXPECT_DOUBLE_EQ(back.switch_us, 2.5);
+  EXPECT_DOUBLE_EQ(back.process_switch_us, 6.25);
+  EXPECT_DOUBLE_EQ(from_array(to_array(c), "t").process_switch_us, 6.25);
   EXPECT_DOUBLE_EQ(back.copy_gbps, 11);
   EXPECT_DOUBLE_EQ(back.flag_us, 0.25);
   EXPECT_DOUBLE_EQ(back.cma_us, 1.75);
@@ -332,6 +335,10 @@ TEST(CalibrateTest, TextRoundTripAndCache) {
   std::string older = c.to_text();
   older.erase(older.find("switch_us"));
   EXPECT_FALSE(Constants::from_text(older, &back));
+  // Nor one without the switch between processes.
+  std::string no_process = c.to_text();
+  no_process.erase(no_process.find("process_switch_us"), no_process.find("copy_gbps") - no_process.find("process_switch_us"));
+  EXPECT_FALSE(Constants::from_text(no_process, &back));
 
   auto dir = std::filesystem::temp_directory_path() / ("cfx_tune_" + std::to_string(getpid()));
   setenv("CONFLUX_TUNE_CACHE", dir.c_str(), 1);
@@ -361,6 +368,12 @@ TEST(CalibrateTest, TextRoundTripAndCache) {
     EXPECT_GT(m.tcp.lat_us, 0.0);
     EXPECT_GT(m.switch_us, 0.0);  // two threads pinned to one core
     EXPECT_LT(m.switch_us, 1000.0);
+    // Two processes on one core (a cloned child), where a child can be
+    // timed: never under a sanitizer.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    EXPECT_GT(m.process_switch_us, 0.0);
+    EXPECT_LT(m.process_switch_us, 1000.0);
+#endif
   }
   std::filesystem::remove_all(dir);
 }
