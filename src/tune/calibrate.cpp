@@ -652,9 +652,10 @@ void apply_net_override(Constants* c) {
 
 namespace {
 // How the constants are measured; a cache written by another method is
-// measured again. Method 11 adds a switch between two processes (method 10
-// timed only the one between two threads). Method 10 times process_vm_readv's call on another
-// process's memory (method 9 read its own, 0.4-0.6 us cheaper a call).
+// measured again. Method 11 adds a switch between two processes (method
+// 10 timed only the one between two threads). Method 10 times
+// process_vm_readv's call on another process's memory (method 9 read its
+// own, 0.4-0.6 us cheaper a call).
 // Method 9 records how much of their cores the measuring
 // threads held and when they measured, so a cache measured among other
 // work is measured again (method 8's may hold a busy machine's times: the
@@ -684,7 +685,8 @@ std::string Constants::to_text() const {
   std::ostringstream o;
   o << "method " << kCalibrationMethod << "\nshm_lat_us " << shm.lat_us << "\nshm_gbps " << shm.gbps << "\ntcp_lat_us " << tcp.lat_us << "\ntcp_gbps "
     << tcp.gbps << "\nnet_lat_us " << net.lat_us << "\nnet_gbps " << net.gbps << "\nreduce_gbps " << reduce_gbps
-    << "\nswitch_us " << switch_us << "\nprocess_switch_us " << process_switch_us << "\ncopy_gbps " << copy_gbps << "\ncopy_cached_gbps " << copy_cached_gbps
+    << "\nswitch_us " << switch_us << "\nprocess_switch_us " << process_switch_us << "\ncopy_gbps " << copy_gbps
+    << "\ncopy_cached_gbps " << copy_cached_gbps
     << "\nflag_us " << flag_us << "\ncma_us " << cma_us << "\ncma_gbps " << cma_gbps << "\ncma_cached_gbps "
     << cma_cached_gbps << "\nheld " << held << "\nmeasured_at " << static_cast<long long>(measured_at) << "\n";
   return o.str();
@@ -698,8 +700,8 @@ bool Constants::from_text(const std::string& text, Constants* out) {
   Constants c;
   bool current = false;
   while (in >> key >> v) {
-    const bool may_be_zero = key == "switch_us" || key == "process_switch_us" || key == "cma_cached_gbps" || key == "copy_cached_gbps" ||
-                             key == "held" || key == "measured_at";
+    const bool may_be_zero = key == "switch_us" || key == "process_switch_us" || key == "cma_cached_gbps" ||
+                             key == "copy_cached_gbps" || key == "held" || key == "measured_at";
     if (!(v > 0) && !(may_be_zero && v == 0)) return false;
     if (key == "method") current = v == kCalibrationMethod;
     else if (key == "shm_lat_us") c.shm.lat_us = v, ++seen;
