@@ -2,6 +2,8 @@
 
 #include "core/config.h"
 
+#include <poll.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -69,6 +71,24 @@ bool process_ended(int pid, uint64_t start_time) {
   if (start_time == 0) return false;
   const uint64_t now = process_start_time(pid);
   return now != 0 && now != start_time;
+}
+
+int open_pidfd(int pid) {
+#ifdef SYS_pidfd_open
+  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+#else
+  (void)pid;
+  return -1;
+#endif
+}
+
+// NOLINTNEXTLINE(bugprone-easily-swappable-parameters): a pidfd, then the pid it names
+bool process_exited(int pidfd, int pid, uint64_t start_time) {
+  if (pidfd >= 0) {
+    pollfd p{pidfd, POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  }
+  return process_ended(pid, start_time);
 }
 
 uint64_t process_start_time(int pid) {

@@ -44,6 +44,14 @@ uint64_t process_start_time(int pid);  // from /proc/<pid>/stat; 0 if unknown
 // ended: no process has the pid now, or the one that has it started at
 // another time (the pid was reused).
 bool process_ended(int pid, uint64_t start_time);
+// A pidfd for `pid`, or -1 where the kernel gives none. It turns readable
+// when the process exits, even while it is an unreaped zombie (which
+// kill(pid, 0) still finds), and it names that one process, never a later
+// one that reuses the pid. The caller closes it.
+int open_pidfd(int pid);
+// Whether a peer process has exited: its pidfd is readable where it has
+// one (pidfd >= 0), else process_ended(pid, start_time). Does not block.
+bool process_exited(int pidfd, int pid, uint64_t start_time);
 
 // Where this rank runs, against the job's other ranks (from their
 // RankInfo). `sharing` counts the ranks (this one included) whose affinity

@@ -3,8 +3,6 @@
 #include "bootstrap/rank_info.h"
 #include "core/copy.h"
 
-#include <poll.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,11 +37,7 @@ OfiLink::OfiLink(std::shared_ptr<OfiFabric> fabric, int rank, OfiPeer peer, uint
   notice_out_ = fabric_->new_buffer(kNoticeBytes);
   notice_reqs_[0].standing = notice_reqs_[1].standing = true;
   post_notice_recv();
-#ifdef SYS_pidfd_open
-  // A pidfd turns readable when the process exits, even while it is an
-  // unreaped zombie (kill(pid, 0) still succeeds then).
-  if (peer_.same_host && peer_.pid > 0) pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, peer_.pid, 0));
-#endif
+  if (peer_.same_host && peer_.pid > 0) pidfd_ = open_pidfd(peer_.pid);
 }
 
 OfiLink::~OfiLink() {
@@ -258,11 +252,7 @@ void OfiLink::post_notice_recv() {
 
 bool OfiLink::peer_process_gone() const {
   if (!peer_.same_host || peer_.pid <= 0) return false;
-  if (pidfd_ >= 0) {
-    pollfd p{pidfd_, POLLIN, 0};
-    if (::poll(&p, 1, 0) > 0) return true;
-  }
-  return process_ended(peer_.pid, peer_.pid_start_time);
+  return process_exited(pidfd_, peer_.pid, peer_.pid_start_time);
 }
 
 void OfiLink::send_notice(cfxResult_t code, const std::string& why) {

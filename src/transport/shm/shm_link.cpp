@@ -1,13 +1,11 @@
 #include "transport/shm/shm_link.h"
 
+#include "bootstrap/rank_info.h"
 #include "core/copy.h"
 
-#include <poll.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 namespace conflux {
@@ -104,14 +102,7 @@ Link::NoticeCheck ShmLink::notice_check() const { return {&mine_.notice(peer_).p
 
 Status ShmLink::check_peer() {
   CFX_RETURN_IF_ERROR(check_notice());
-  bool dead = false;
-  if (pidfd_ >= 0) {
-    pollfd p{pidfd_, POLLIN, 0};
-    dead = ::poll(&p, 1, 0) > 0;  // a pidfd becomes readable when the process exits
-  } else {
-    dead = ::kill(peer_pid_, 0) != 0 && errno == ESRCH;
-  }
-  if (dead)
+  if (process_exited(pidfd_, peer_pid_, 0))
     return remote_error("rank " + std::to_string(peer_) + " (pid " + std::to_string(peer_pid_) +
                         ", same host) exited or was killed");
   return Status::Ok();

@@ -1,6 +1,7 @@
 #include "transport/shm/shm_peer_memory.h"
 
 #include "algo/schedule.h"
+#include "bootstrap/rank_info.h"
 #include "core/copy.h"
 #include "core/log.h"
 #include "transport/transport.h"
@@ -32,9 +33,7 @@ ShmPeerMemory::ShmPeerMemory(const ShmSegment& mine, std::vector<const ShmSegmen
   snapshots_.resize(peers_.size());
   for (size_t p = 0; p < peers_.size(); ++p) {
     if (peers_[p] == nullptr) continue;
-#ifdef SYS_pidfd_open
-    pidfds_[p] = static_cast<int>(syscall(SYS_pidfd_open, pids_[p], 0));
-#endif
+    pidfds_[p] = open_pidfd(pids_[p]);
   }
 }
 

@@ -1,28 +1,15 @@
 #include "transport/shm/shm_transport.h"
 
+#include "bootstrap/rank_info.h"
 #include "core/log.h"
 #include "transport/shm/shm_link.h"
 #include "transport/shm/stale_files.h"
 
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstdio>
 
 namespace conflux {
-
-namespace {
-
-int open_pidfd(int pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  return -1;
-#endif
-}
-
-}  // namespace
 
 size_t staging_bytes_for(const Config& cfg) { return cfg.shm_collectives ? cfg.shm_staging_bytes : 0; }
 
