@@ -152,55 +152,83 @@ class TwoCores {
   std::vector<int> cores_;
 };
 
-// Half the round trip of a flag bounced between two threads that wait for
-// it by yielding, as the executor's wait yields: the median of a few
-// batches after a warm-up batch. Each thread first calls pin(0) or pin(1),
-// and runs for `due` of its wall time where nothing else wants its core.
-// Where other work takes the cores each hand-off waits for its time slice
-// (1-2 ms here, against 0.1-2 us): past 50 ms the measuring stops, and the
-// time is the average of the hand-offs made.
-double yield_handoff_us(const std::function<void(int side)>& pin, double due, CoreShares& shares) {
+// A hand-off: one side raises each odd count on a flag, the other answers
+// with the next even one, each waiting for the other by yielding its core,
+// as the executor's wait yields. Both sides move the flag by compare and
+// swap, so a timing side that gives up (kHandoffStop) and an answer in
+// flight cannot overwrite each other.
+constexpr int kHandoffStop = -1;
+
+// The answering side: runs until the timing side stops it. It touches
+// nothing but the flag and its stack, and calls nothing but sched_yield, so
+// a child cloned without exec may run it.
+void answer_handoffs(std::atomic<int>& flag) {
+  for (int i = 0;; ++i) {
+    int seen = 2 * i + 1;
+    while (!flag.compare_exchange_weak(seen, 2 * i + 2, std::memory_order_acq_rel, std::memory_order_acquire)) {
+      if (seen == kHandoffStop) return;
+      seen = 2 * i + 1;
+      sched_yield();
+    }
+  }
+}
+
+// The timing side: half the round trip, the median of a few batches after
+// a warm-up batch. Where the hand-offs outlast `budget_us` (other work takes
+// the cores and each hand-off waits for a time slice, 1-2 ms here against
+// 0.1-6 us; or the other side never runs) it stops early: `completed` is
+// then false and `us` the average of the hand-offs made. Either way the
+// answering side is stopped on return.
+struct Handoffs {
+  double us = 0;
+  bool completed = false;
+};
+Handoffs time_handoffs(std::atomic<int>& flag, double budget_us) {
   constexpr int kBatches = 5, kPerBatch = 200;
-  constexpr int kIters = (kBatches + 1) * kPerBatch;
-  constexpr int kStop = -1;
-  constexpr double kBudgetUs = 50'000;
+  std::vector<double> batches;
+  const auto start = Clock::now();
+  unsigned polls = 0;  // the clock is read every 16 polls, of one hand-off or many
+  for (int b = 0, i = 0; b <= kBatches; ++b) {
+    const auto t0 = Clock::now();
+    for (int k = 0; k < kPerBatch; ++k, ++i) {
+      flag.store(2 * i + 1, std::memory_order_release);
+      while (flag.load(std::memory_order_acquire) != 2 * i + 2) {
+        sched_yield();
+        int raised = 2 * i + 1;
+        if (++polls % 16 == 0 && us_since(start) > budget_us &&
+            flag.compare_exchange_strong(raised, kHandoffStop, std::memory_order_acq_rel)) {
+          return {us_since(start) / (i + 1) / 2, false};
+        }
+      }
+    }
+    if (b > 0) batches.push_back(us_since(t0) / kPerBatch / 2);
+  }
+  flag.store(kHandoffStop, std::memory_order_release);
+  return {median_of(std::move(batches)), true};
+}
+
+// Half the round trip of a flag bounced between two threads. Each first
+// calls pin(0) or pin(1), and runs for `due` of its wall time where nothing
+// else wants its core. Past 50 ms it stops: the average of the hand-offs
+// made.
+double yield_handoff_us(const std::function<void(int side)>& pin, double due, CoreShares& shares) {
   alignas(64) std::atomic<int> flag{0};
   std::thread peer([&] {
     pin(1);
     const CoreShares::Stretch ran;
-    for (int i = 0; i < kIters; ++i) {
-      int seen = 0;
-      while ((seen = flag.load(std::memory_order_acquire)) != 2 * i + 1 && seen != kStop) sched_yield();
-      if (seen == kStop) break;
-      flag.store(2 * i + 2, std::memory_order_release);
-    }
+    answer_handoffs(flag);
     shares.note(ran, due);
   });
-  std::vector<double> batches;
-  double average = 0;
+  Handoffs timed;
   std::thread self([&] {
     pin(0);
     const CoreShares::Stretch ran;
-    const auto start = Clock::now();
-    for (int b = 0, i = 0; b <= kBatches; ++b) {
-      const auto t0 = Clock::now();
-      for (int k = 0; k < kPerBatch; ++k, ++i) {
-        flag.store(2 * i + 1, std::memory_order_release);
-        while (flag.load(std::memory_order_acquire) != 2 * i + 2) sched_yield();
-        if (k % 16 == 15 && us_since(start) > kBudgetUs) {
-          flag.store(kStop, std::memory_order_release);
-          average = us_since(start) / (i + 1) / 2;
-          shares.note(ran, due);
-          return;
-        }
-      }
-      if (b > 0) batches.push_back(us_since(t0) / kPerBatch / 2);
-    }
+    timed = time_handoffs(flag, 50'000);
     shares.note(ran, due);
   });
   self.join();
   peer.join();
-  return batches.size() == kBatches ? median_of(std::move(batches)) : average;
+  return timed.us;
 }
 
 // The hand-off between two threads on two cores (a rank bound to one core
@@ -430,17 +458,6 @@ constexpr bool kSanitized = false;
 constexpr bool kSanitized = false;
 #endif
 
-// The child's side of the hand-off between processes: answers each odd
-// count on the shared page with the next even one, yielding its core
-// while it waits, until it is killed. It touches nothing but the page and
-// its stack, and calls nothing but system calls.
-[[noreturn]] void answer_yielding(std::atomic<int>* flag) {
-  for (int i = 0;; ++i) {
-    while (flag->load(std::memory_order_acquire) != 2 * i + 1) ::syscall(SYS_sched_yield);
-    flag->store(2 * i + 2, std::memory_order_release);
-  }
-}
-
 // The hand-off between two processes yielding one core, timed as
 // yield_handoff_us times two threads: a rank switched onto a core another
 // rank held leaves that rank's address space, which two threads never do
@@ -465,29 +482,15 @@ double time_process_handoff_us(int cpu) {
     if (!topo::pin_this_thread(cpu)) return;
     const auto pid = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
     if (pid < 0) return;
-    if (pid == 0) answer_yielding(flag);
-    constexpr int kBatches = 5, kPerBatch = 200;
-    constexpr double kStallUs = 1e6;
-    std::vector<double> batches;
-    bool stalled = false;
-    for (int b = 0, i = 0; b <= kBatches && !stalled; ++b) {
-      const auto t0 = Clock::now();
-      for (int k = 0; k < kPerBatch && !stalled; ++k, ++i) {
-        flag->store(2 * i + 1, std::memory_order_release);
-        for (int polls = 1; flag->load(std::memory_order_acquire) != 2 * i + 2; ++polls) {
-          sched_yield();
-          if (polls % 1024 == 0 && us_since(t0) > kStallUs) {
-            stalled = true;
-            break;
-          }
-        }
-      }
-      if (b > 0 && !stalled) batches.push_back(us_since(t0) / kPerBatch / 2);
+    if (pid == 0) {
+      answer_handoffs(*flag);
+      ::syscall(SYS_exit_group, 0);
     }
+    const Handoffs timed = time_handoffs(*flag, 1e6);
     ::kill(pid, SIGKILL);
     while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }
-    if (batches.size() == kBatches) us = median_of(std::move(batches));
+    if (timed.completed) us = timed.us;
   });
   timer.join();
   ::munmap(page, 4096);
