@@ -21,10 +21,6 @@ ShmLink::ShmLink(const ShmSegment& mine, const ShmSegment& theirs, int my_rank, 
       peer_pid_(peer_pid),
       pidfd_(pidfd) {}
 
-ShmLink::~ShmLink() {
-  if (pidfd_ >= 0) ::close(pidfd_);
-}
-
 Status ShmLink::progress_send(SendOp& op, bool* progressed) {
   ShmRingControl& ring = theirs_.ring(send_ring_);
   const auto nslots = static_cast<uint64_t>(theirs_.layout().nslots);

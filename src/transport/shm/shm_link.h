@@ -12,12 +12,12 @@ namespace conflux {
 class ShmLink final : public Link {
  public:
   // `mine` is this rank's segment, `theirs` the peer's; `pidfd` watches the
-  // peer process (-1 if pidfd_open is unavailable; then kill(pid, 0)).
+  // peer process (-1 if pidfd_open is unavailable; then its pid). The
+  // transport owns the segments and the pidfd, and outlives its links.
   // `channel` picks the pair of rings (one link per channel; see
   // ShmSegment::Layout::channels).
   ShmLink(const ShmSegment& mine, const ShmSegment& theirs, int my_rank, int peer, int peer_pid, int pidfd,
           int channel = 0);
-  ~ShmLink() override;
   const char* kind() const override { return "shm"; }
   Status progress_send(SendOp& op, bool* progressed) override;
   Status progress_recv(RecvOp& op, bool* progressed) override;

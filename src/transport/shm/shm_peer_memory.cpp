@@ -27,21 +27,15 @@ bool user_buffer(int buf) { return buf == algo::kSendBuf || buf == algo::kRecvBu
 
 }  // namespace
 
-ShmPeerMemory::ShmPeerMemory(const ShmSegment& mine, std::vector<const ShmSegment*> peers, std::vector<int> pids)
-    : mine_(mine), peers_(std::move(peers)), pids_(std::move(pids)) {
-  pidfds_.assign(peers_.size(), -1);
+ShmPeerMemory::ShmPeerMemory(const ShmSegment& mine, std::vector<const ShmSegment*> peers, std::vector<int> pids,
+                             std::vector<int> pidfds)
+    : mine_(mine), peers_(std::move(peers)), pids_(std::move(pids)), pidfds_(std::move(pidfds)) {
   snapshots_.resize(peers_.size());
-  for (size_t p = 0; p < peers_.size(); ++p) {
-    if (peers_[p] == nullptr) continue;
-    pidfds_[p] = open_pidfd(pids_[p]);
-  }
 }
 
 ShmPeerMemory::~ShmPeerMemory() {
   for (const Mapping& m : mappings_)
     if (m.at != nullptr) munmap(m.at, m.size);
-  for (int fd : pidfds_)
-    if (fd >= 0) ::close(fd);
 }
 
 bool ShmPeerMemory::reaches(int peer) const {

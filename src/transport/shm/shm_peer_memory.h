@@ -17,8 +17,11 @@ namespace conflux {
 
 class ShmPeerMemory final : public PeerMemory {
  public:
-  // peers[p]: p's segment (nullptr where p is not on this host); pids by rank.
-  ShmPeerMemory(const ShmSegment& mine, std::vector<const ShmSegment*> peers, std::vector<int> pids);
+  // peers[p]: p's segment (nullptr where p is not on this host); pids and
+  // pidfds (-1: none) by rank. The transport owns the segments and the
+  // pidfds, and outlives this.
+  ShmPeerMemory(const ShmSegment& mine, std::vector<const ShmSegment*> peers, std::vector<int> pids,
+                std::vector<int> pidfds);
   ~ShmPeerMemory() override;
   ShmPeerMemory(const ShmPeerMemory&) = delete;
   ShmPeerMemory& operator=(const ShmPeerMemory&) = delete;

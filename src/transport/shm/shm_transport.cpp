@@ -13,6 +13,12 @@ namespace conflux {
 
 size_t staging_bytes_for(const Config& cfg) { return cfg.shm_collectives ? cfg.shm_staging_bytes : 0; }
 
+ShmTransport::~ShmTransport() {
+  peer_memory_.reset();  // it reads the pidfds
+  for (int fd : pidfds_)
+    if (fd >= 0) ::close(fd);
+}
+
 Status ShmTransport::publish(RankInfo* mine) {
   sweep_stale_files_once();
   if (ctx_.nranks < 2) return Status::Ok();
@@ -42,17 +48,20 @@ Status ShmTransport::connect(const ConnectPlan& plan, LinkTable* links) {
   peer_segments_.resize(static_cast<size_t>(n));
   std::vector<const ShmSegment*> reachable(static_cast<size_t>(n), nullptr);
   std::vector<int> pids(static_cast<size_t>(n), 0);
+  pidfds_.assign(static_cast<size_t>(n), -1);
   for (int p = 0; p < n; ++p) {
     pids[p] = plan.table[p].pid;
     if (!plan.mine[p]) continue;
     CFX_ASSIGN_OR_RETURN(peer_segments_[p], ShmSegment::open(plan.table[p].shm_name, plan.table[p].shm_bytes));
+    pidfds_[p] = open_pidfd(plan.table[p].pid);
     for (int c = 0; c < channels; ++c)
-      links->at(c, p) = std::make_unique<ShmLink>(segment_, peer_segments_[p], ctx_.rank, p, plan.table[p].pid,
-                                                  open_pidfd(plan.table[p].pid), c);
+      links->at(c, p) =
+          std::make_unique<ShmLink>(segment_, peer_segments_[p], ctx_.rank, p, plan.table[p].pid, pidfds_[p], c);
     reachable[p] = &peer_segments_[p];
     ++peers_;
   }
-  if (peers_ > 0) peer_memory_ = std::make_unique<ShmPeerMemory>(segment_, std::move(reachable), std::move(pids));
+  if (peers_ > 0)
+    peer_memory_ = std::make_unique<ShmPeerMemory>(segment_, std::move(reachable), std::move(pids), pidfds_);
   return Status::Ok();
 }
 

@@ -13,6 +13,9 @@ namespace conflux {
 class ShmTransport final : public Transport {
  public:
   ShmTransport(const Config& cfg, const TransportContext& ctx) : cfg_(cfg), ctx_(ctx) {}
+  ~ShmTransport() override;
+  ShmTransport(const ShmTransport&) = delete;
+  ShmTransport& operator=(const ShmTransport&) = delete;
   const char* name() const override { return "shm"; }
   Status publish(RankInfo* mine) override;
   bool reaches(const RankInfo& mine, const RankInfo& peer) const override;
@@ -27,6 +30,9 @@ class ShmTransport final : public Transport {
   TransportContext ctx_;
   ShmSegment segment_;
   std::vector<ShmSegment> peer_segments_;
+  // By rank: a pidfd watching each same-host peer's process (-1: none),
+  // shared by its links and the peer memory.
+  std::vector<int> pidfds_;
   std::unique_ptr<ShmWaiter> waiter_;
   std::unique_ptr<ShmPeerMemory> peer_memory_;
   int peers_ = 0;
