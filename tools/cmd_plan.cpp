@@ -8,6 +8,7 @@
 #include "cluster_flags.h"
 #include "moe_sim.h"
 #include "tune/tuner.h"
+#include "core/config.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -47,9 +48,7 @@ int run_plan(const PlanOptions& o) {
                  (!coll.ok() ? coll.status() : !bytes.ok() ? bytes.status() : chunk.status()).message().c_str());
     return 2;
   }
-  std::string spec = o.algos;
-  if (spec.empty())
-    if (const char* env = std::getenv("CONFLUX_ALGO")) spec = env;
+  const std::string spec = o.algos.empty() ? config().algo : o.algos;
   auto filter = tune::AlgoFilter::parse(spec);
   if (!filter.ok()) {
     std::fprintf(stderr, "conflux plan: %s\n", filter.status().message().c_str());

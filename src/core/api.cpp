@@ -292,8 +292,8 @@ cfxResult_t cfxGetUniqueId(cfxUniqueId* id) {
     const Config& cfg = config();
     SockAddr toward;
     bool have_hint = false;
-    if (const char* addr = std::getenv("MASTER_ADDR")) {
-      auto hint = SockAddr::resolve(addr, 0);
+    if (!cfg.master_addr.empty()) {
+      auto hint = SockAddr::resolve(cfg.master_addr, 0);
       if (hint.ok()) toward = hint.value(), have_hint = true;
     }
     CFX_ASSIGN_OR_RETURN(NetInterface nic, choose_interface(cfg.socket_ifname, have_hint ? &toward : nullptr));

@@ -62,6 +62,7 @@ Config parse() {
   c.socket_ifname = env_string("CONFLUX_SOCKET_IFNAME", "");
   c.hostid = env_string("CONFLUX_HOSTID", "");
   c.root = env_string("CONFLUX_ROOT", "");
+  c.master_addr = env_string("MASTER_ADDR", "");
   c.shm_slot_bytes = static_cast<size_t>(env_int("CONFLUX_SHM_SLOT_SIZE", c.shm_slot_bytes, 64));
   c.shm_slot_bytes = (c.shm_slot_bytes + 63) / 64 * 64;  // whole cache lines keep elements aligned
   c.shm_slots = static_cast<int>(env_int("CONFLUX_SHM_SLOTS", c.shm_slots, 2));

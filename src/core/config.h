@@ -23,6 +23,9 @@ struct Config {
   std::string socket_ifname;      // CONFLUX_SOCKET_IFNAME (NCCL grammar: prefix, ^exclude, =exact)
   std::string hostid;             // CONFLUX_HOSTID: overrides the host identity (tests fake hosts)
   std::string root;               // CONFLUX_ROOT=host:port for cfxCommInitFromEnv
+  // MASTER_ADDR (torchrun's rendezvous host): cfxGetUniqueId listens on the
+  // interface that reaches it, where CONFLUX_SOCKET_IFNAME does not choose.
+  std::string master_addr;
   size_t shm_slot_bytes = 64 * 1024;  // CONFLUX_SHM_SLOT_SIZE: bytes per shared-memory ring slot
   // CONFLUX_SHM_SLOTS: slots per directed shared-memory ring. 16 x 64 KiB
   // holds two default chunks, so a sender fills one while the receiver
