@@ -1,7 +1,6 @@
 #include "core/network_probe.h"
 
-#include "algo/algorithms.h"
-#include "algo/compose.h"
+#include "algo/exchange.h"
 
 #include <algorithm>
 #include <chrono>
@@ -32,24 +31,7 @@ Status probe_link(const ExecContext& base, int peer, int channels, LinkProbe* ou
   ExecContext ctx = base;
   ctx.buffers = {out_buf.data(), in_buf.data(), nullptr};
   auto exchange = [&](size_t bytes, int reps, int flows) -> Result<double> {
-    algo::Schedule s;
-    std::vector<int> prev;
-    // Round i's sends and receives wait for round i-1's receives only:
-    // neither may wait for its own send, or two large sends would fill
-    // both sockets with nobody reading.
-    for (int i = 0; i < reps; ++i) {
-      std::vector<int> received;
-      for (int c = 0; c < flows; ++c) {
-        const size_t off = algo::part_begin(bytes, flows, c), len = algo::part_size(bytes, flows, c);
-        algo::Step send = algo::send_step(peer, algo::Slice{algo::kSendBuf, off, len});
-        algo::Step recv = algo::make_step(algo::StepKind::kRecv, peer);
-        recv.dst = algo::Slice{algo::kRecvBuf, off, len};
-        send.channel = recv.channel = static_cast<uint8_t>(c);
-        algo::add_after(s, send, prev);
-        received.push_back(algo::add_after(s, recv, prev));
-      }
-      prev = std::move(received);
-    }
+    const algo::Schedule s = algo::exchange_schedule(peer, bytes, reps, flows);
     auto t0 = std::chrono::steady_clock::now();
     CFX_RETURN_IF_ERROR(execute(s, ctx));
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();

@@ -7,6 +7,7 @@
 #include "core/page_buffer.h"
 #include "exec/reduce.h"
 #include "topo/plan.h"
+#include "tune/calibrate_call.h"
 #include "tune/comm_tuning.h"
 
 #include <arpa/inet.h>
@@ -655,7 +656,11 @@ void apply_net_override(Constants* c) {
 
 namespace {
 // How the constants are measured; a cache written by another method is
-// measured again. Method 11 adds a switch between two processes (method
+// measured again. Method 12 adds a call's fixed cost on one host
+// (measure_shm_call_us; before, only the network probe measured one, so
+// same-host calls cost nothing beyond their messages: 2-rank calls of
+// 64 B-16 KiB read 0.61-0.85 of their measured time). Method 11 adds a
+// switch between two processes (method
 // 10 timed only the one between two threads). Method 10 times
 // process_vm_readv's call on another process's memory (method 9 read its
 // own, 0.4-0.6 us cheaper a call).
@@ -681,7 +686,7 @@ namespace {
 // message's bandwidth from a slot stream between two cores (method 2 took
 // half a memcpy's). Method 2 timed the flag hand-off on two pinned cores
 // (method 1 on whatever cores a bound rank had, often one).
-constexpr double kCalibrationMethod = 11;
+constexpr double kCalibrationMethod = 12;
 }  // namespace
 
 std::string Constants::to_text() const {
@@ -691,7 +696,7 @@ std::string Constants::to_text() const {
     << "\nswitch_us " << switch_us << "\nprocess_switch_us " << process_switch_us << "\ncopy_gbps " << copy_gbps
     << "\ncopy_cached_gbps " << copy_cached_gbps
     << "\nflag_us " << flag_us << "\ncma_us " << cma_us << "\ncma_gbps " << cma_gbps << "\ncma_cached_gbps "
-    << cma_cached_gbps << "\nheld " << held << "\nmeasured_at " << static_cast<long long>(measured_at) << "\n";
+    << cma_cached_gbps << "\ncall_us " << call_us << "\nheld " << held << "\nmeasured_at " << static_cast<long long>(measured_at) << "\n";
   return o.str();
 }
 
@@ -704,7 +709,8 @@ bool Constants::from_text(const std::string& text, Constants* out) {
   bool current = false;
   while (in >> key >> v) {
     const bool may_be_zero = key == "switch_us" || key == "process_switch_us" || key == "cma_cached_gbps" ||
-                             key == "copy_cached_gbps" || key == "held" || key == "measured_at";
+                             key == "copy_cached_gbps" || key == "call_us" || key == "held" ||
+                             key == "measured_at";
     if (!(v > 0) && !(may_be_zero && v == 0)) return false;
     if (key == "method") current = v == kCalibrationMethod;
     else if (key == "shm_lat_us") c.shm.lat_us = v, ++seen;
@@ -722,10 +728,11 @@ bool Constants::from_text(const std::string& text, Constants* out) {
     else if (key == "cma_us") c.cma_us = v, ++seen;
     else if (key == "cma_gbps") c.cma_gbps = v, ++seen;
     else if (key == "cma_cached_gbps") c.cma_cached_gbps = v, ++seen;
+    else if (key == "call_us") c.call_us = v, ++seen;
     else if (key == "held") c.held = v, ++seen;
     else if (key == "measured_at") c.measured_at = v, ++seen;
   }
-  if (seen != 17 || !current) return false;  // a cache from an older version: measure again
+  if (seen != 18 || !current) return false;  // a cache from an older version: measure again
   *out = c;
   return true;
 }
@@ -769,6 +776,8 @@ Constants measure_once() {
   c.reduce_gbps = measure_reduce_gbps();
   c.switch_us = measure_switch_us(shares);
   c.process_switch_us = measure_process_switch_us();
+  if (const std::vector<int> cores = calibration_cores(); cores.size() == 2)
+    c.call_us = measure_shm_call_us(cores[0], cores[1]).value_or(0);
   if (const auto tcp = measure_tcp(shares)) c.tcp = *tcp;
   c.net = c.tcp;
   c.held = shares.least();

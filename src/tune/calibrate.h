@@ -13,6 +13,8 @@
 //         a sleeping rank costs where ranks outnumber cores)
 //   copy  memcpy of 8 MiB (one-sided copies of mapped memory)
 //   flag  half a flag ping-pong between two threads (a signal seen by a peer)
+//   call  a call's fixed cost: 8-byte exchanges over real shm links, one
+//         per executor run against 16 in one (calibrate_call.h)
 //   cma   process_vm_readv of this process's own memory: a 4 KiB piece per
 //         call, and 4 MiB for the bandwidth (one-sided copies of ordinary
 //         buffers, which the kernel pins page by page)
@@ -46,7 +48,10 @@ struct Constants {
   double cma_us = 1.5;      // one process_vm_readv call of a small piece
   double cma_gbps = 4.0;    // process_vm_readv of a call's bytes past its first 256 KiB
   double cma_cached_gbps = 0;  // process_vm_readv of a call's first 256 KiB (0: at cma_gbps)
-  double call_us = 0;  // a collective call's fixed cost (the network probe's; not cached)
+  // A collective call's fixed cost beyond its messages (0: unknown): on
+  // one host the calibration's (measure_shm_call_us); between hosts the
+  // network probe measures it over the real link and replaces this.
+  double call_us = 0;
   double held = 1;  // least share of their due core time the measuring threads ran (1: all)
   double measured_at = 0;  // when, in seconds since the epoch (0: not recorded)
   std::string source = "defaults";  // "measured", "cache <path>", "defaults"; busy_note() where busy

@@ -9,7 +9,7 @@ namespace conflux::tune {
 ConstantsArray to_array(const Constants& c) {
   return {c.shm.lat_us, c.shm.gbps, c.tcp.lat_us, c.tcp.gbps, c.net.lat_us, c.net.gbps,
           c.reduce_gbps, c.switch_us, c.copy_gbps, c.flag_us, c.cma_us, c.cma_gbps,
-          c.cma_cached_gbps, c.copy_cached_gbps, c.process_switch_us};
+          c.cma_cached_gbps, c.copy_cached_gbps, c.process_switch_us, c.call_us};
 }
 
 Constants from_array(const ConstantsArray& a, const std::string& source) {
@@ -26,6 +26,7 @@ Constants from_array(const ConstantsArray& a, const std::string& source) {
   c.cma_cached_gbps = a[12];
   c.copy_cached_gbps = a[13];
   c.process_switch_us = a[14];
+  c.call_us = a[15];
   c.source = source;
   return c;
 }

@@ -20,7 +20,7 @@
 
 namespace conflux::tune {
 
-using ConstantsArray = std::array<double, 15>;
+using ConstantsArray = std::array<double, 16>;
 // Where to_array puts the network's constants (the probe replaces them).
 inline constexpr size_t kNetLatIndex = 4, kNetGbpsIndex = 5;
 ConstantsArray to_array(const Constants& c);

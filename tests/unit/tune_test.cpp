@@ -4,6 +4,7 @@
 #include "topo/plan.h"
 #include "tune/algo_filter.h"
 #include "tune/calibrate.h"
+#include "tune/calibrate_call.h"
 #include "tune/comm_tuning.h"
 #include "tune/comm_model.h"
 #include "tune/measured_table.h"
@@ -292,6 +293,35 @@ TEST(MeasuredTableTest, StoreReplaceLoad) {
   std::filesystem::remove_all(dir);
 }
 
+// A call's fixed cost on one host runs real shared-memory links and the
+// executor between two threads: it completes, leaves the caller's binding
+// and /dev/shm as they were, and reads a cost a call can have.
+TEST(CalibrateTest, CallCostRunsTwoRanksOverSharedMemory) {
+  const std::vector<int> cores = calibration_cores();
+  if (cores.size() < 2) GTEST_SKIP() << "one core: the two ranks would share it";
+  // Segments this process names end in -<pid> (other tests may make theirs
+  // meanwhile).
+  const auto own_segments = [] {
+    const std::string suffix = "-" + std::to_string(getpid());
+    size_t n = 0;
+    for (const auto& e : std::filesystem::directory_iterator("/dev/shm")) {
+      const std::string name = e.path().filename().string();
+      n += name.rfind("cfx-", 0) == 0 && name.ends_with(suffix);
+    }
+    return n;
+  };
+  const size_t files_before = own_segments();
+  cpu_set_t before, after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  const std::optional<double> us = measure_shm_call_us(cores[0], cores[1]);
+  ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+  EXPECT_TRUE(CPU_EQUAL(&before, &after));
+  ASSERT_TRUE(us.has_value()) << "the 8-byte exchanges over shm links failed";
+  EXPECT_GE(*us, 0.0);
+  EXPECT_LT(*us, 1000.0);
+  EXPECT_EQ(own_segments(), files_before) << "the measurement's segments were left in /dev/shm";
+}
+
 TEST(CalibrateTest, TextRoundTripAndCache) {
   Constants c;
   c.shm = {0.5, 7};
@@ -304,6 +334,7 @@ TEST(CalibrateTest, TextRoundTripAndCache) {
   c.cma_gbps = 3.5;
   c.cma_cached_gbps = 6.5;
   c.copy_cached_gbps = 90;
+  c.call_us = 0.125;
   Constants back;
   ASSERT_TRUE(Constants::from_text(c.to_text(), &back));
   EXPECT_DOUBLE_EQ(back.shm.gbps, 7);
@@ -319,6 +350,8 @@ TEST(CalibrateTest, TextRoundTripAndCache) {
   EXPECT_DOUBLE_EQ(from_array(to_array(c), "t").cma_cached_gbps, 6.5);
   EXPECT_DOUBLE_EQ(back.copy_cached_gbps, 90);
   EXPECT_DOUBLE_EQ(from_array(to_array(c), "t").copy_cached_gbps, 90);
+  EXPECT_DOUBLE_EQ(back.call_us, 0.125);
+  EXPECT_DOUBLE_EQ(from_array(to_array(c), "t").call_us, 0.125);
   c.held = 0.25;
   c.measured_at = 1796565152;  // a whole second survives the text
   ASSERT_TRUE(Constants::from_text(c.to_text(), &back));
@@ -340,6 +373,11 @@ TEST(CalibrateTest, TextRoundTripAndCache) {
   const size_t line = no_process.find("process_switch_us");
   no_process.erase(line, no_process.find('\n', line) + 1 - line);
   EXPECT_FALSE(Constants::from_text(no_process, &back));
+  // Nor one without a call's cost on one host.
+  std::string no_call = c.to_text();
+  const size_t call_line = no_call.find("call_us");
+  no_call.erase(call_line, no_call.find('\n', call_line) + 1 - call_line);
+  EXPECT_FALSE(Constants::from_text(no_call, &back));
 
   auto dir = std::filesystem::temp_directory_path() / ("cfx_tune_" + std::to_string(getpid()));
   setenv("CONFLUX_TUNE_CACHE", dir.c_str(), 1);
@@ -375,6 +413,8 @@ TEST(CalibrateTest, TextRoundTripAndCache) {
     EXPECT_GT(m.process_switch_us, 0.0);
     EXPECT_LT(m.process_switch_us, 1000.0);
 #endif
+    EXPECT_GE(m.call_us, 0.0);
+    EXPECT_LT(m.call_us, 1000.0);
   }
   std::filesystem::remove_all(dir);
 }
