@@ -37,13 +37,22 @@ double median(std::vector<double> v) {
   return (v[(v.size() - 1) / 2] + v[v.size() / 2]) / 2;
 }
 
-// One rank's side: the warm-up, then per pass one pipelined execute() and
-// one single exchange, both timed. False where an exchange fails (the
-// other side stalled, or `abort` was raised by it).
-bool run_rank(int rank, int cpu, const ShmSegment& mine, const ShmSegment& theirs, std::atomic<bool>& abort,
-              std::vector<double>* pipelined_us, std::vector<double>* single_us) {
-  if (cpu >= 0) (void)topo::pin_this_thread(cpu);
+// One rank's times per pass: an exchange of the pipelined run, and a run
+// of one exchange.
+struct Timings {
+  std::vector<double> pipelined_us, single_us;
+};
+
+// Rank `rank`'s side, on cpus[rank] with segment seg[rank]: the warm-up,
+// then per pass one pipelined execute() and one single exchange, both
+// timed. False where an exchange fails (the other side stalled, or `abort`
+// was raised by it).
+bool run_rank(int rank, const std::array<int, 2>& cpus, const std::array<ShmSegment, 2>& seg,
+              std::atomic<bool>& abort, Timings* times) {
   const int peer = 1 - rank;
+  if (const int cpu = cpus[static_cast<size_t>(rank)]; cpu >= 0) (void)topo::pin_this_thread(cpu);
+  const ShmSegment& mine = seg[static_cast<size_t>(rank)];
+  const ShmSegment& theirs = seg[static_cast<size_t>(peer)];
   // Its own process is the "peer process" the link watches: alive throughout.
   ShmLink link(mine, theirs, rank, peer, static_cast<int>(getpid()), -1);
   ShmWaiter waiter(mine.doorbell());
@@ -75,8 +84,8 @@ bool run_rank(int rank, int cpu, const ShmSegment& mine, const ShmSegment& their
   for (int pass = 0; pass < kPasses; ++pass) {
     double p = 0, s = 0;
     if (!timed(pipelined, &p) || !timed(single, &s)) return false;
-    pipelined_us->push_back(p / kPipelined);
-    single_us->push_back(s);
+    times->pipelined_us.push_back(p / kPipelined);
+    times->single_us.push_back(s);
   }
   return true;
 }
@@ -96,15 +105,16 @@ std::optional<double> measure_shm_call_us(int cpu0, int cpu1) {
     seg[static_cast<size_t>(r)].unlink();  // the mappings stay; nothing is left behind
   }
   std::atomic<bool> abort{false};
-  std::array<std::vector<double>, 2> pipelined, single;
+  const std::array<int, 2> cpus{cpu0, cpu1};
+  std::array<Timings, 2> timings;
   std::array<bool, 2> ok{};
   // Threads of their own, pinned: the caller's binding stays as it is.
-  std::thread first([&] { ok[0] = run_rank(0, cpu0, seg[0], seg[1], abort, &pipelined[0], &single[0]); });
-  std::thread second([&] { ok[1] = run_rank(1, cpu1, seg[1], seg[0], abort, &pipelined[1], &single[1]); });
+  std::thread first([&] { ok[0] = run_rank(0, cpus, seg, abort, &timings[0]); });
+  std::thread second([&] { ok[1] = run_rank(1, cpus, seg, abort, &timings[1]); });
   first.join();
   second.join();
   if (!ok[0] || !ok[1]) return std::nullopt;
-  return std::max(0.0, median(single[0]) - median(pipelined[0]));
+  return std::max(0.0, median(timings[0].single_us) - median(timings[0].pipelined_us));
 }
 
 }  // namespace conflux::tune
