@@ -302,6 +302,20 @@ double measure_slot_stream_gbps(CoreShares& shares) {
   return result;
 }
 
+// Whether this build runs under a sanitizer, whose runtime a forked child
+// of a multi-threaded process must not enter.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 // Another process to read from, so that a kernel copy crosses into another
 // address space as the one-sided algorithms' do: the kernel then walks
 // that process's memory map, which a read of one's own memory (or of a
@@ -347,10 +361,88 @@ class ReadableProcess {
   unsigned long page_ = 0;
 };
 
+// The child's side of time_mutual_read_us: reads a 4 KiB piece of
+// `from_pid`'s memory at `from` into its own `to`, over and over, counting
+// its reads, until `state` leaves kReading (or a read is refused, which it
+// records there). Touches nothing but the shared page, its stack and `to`,
+// and calls nothing but system calls.
+constexpr int kReading = 0, kStopReading = 1, kReadRefused = 2;
+[[noreturn]] void read_until_stopped(pid_t from_pid, const void* from, void* to, std::atomic<int>* state,
+                                     std::atomic<uint64_t>* reads) {
+  iovec l{to, 4096}, r{const_cast<void*>(from), 4096};
+  while (state->load(std::memory_order_acquire) == kReading) {
+    if (::syscall(SYS_process_vm_readv, from_pid, &l, 1, &r, 1, 0) != 4096) {
+      state->store(kReadRefused, std::memory_order_release);
+      break;
+    }
+    reads->fetch_add(1, std::memory_order_relaxed);
+  }
+  ::syscall(SYS_exit_group, 0);
+  __builtin_unreachable();
+}
+
+// A 4 KiB piece read with process_vm_readv from another process that
+// reads this one's memory at the same time, as the ranks of a single-copy
+// call read each other's: the two kernel copies contend (64 B: 2.6 us a
+// call with both reading against 1.8 with one, a standalone C test here).
+// The other process is a child cloned without exec, as for the switch
+// between processes (time_process_handoff_us), pinned to the second core
+// while this side reads from the first; it reads `from` of this process
+// into its copy of `to`, and this side reads its copy of `from`. Best of 5
+// batches of 64 reads, each made while the child kept reading. 0 where it
+// cannot be timed: under a sanitizer, on one core, or where either read is
+// refused (ptrace rules may let a parent read its child but not the child
+// its parent).
+double time_mutual_read_us(const std::vector<int>& cores, char* to, const char* from) {
+  if (kSanitized || cores.size() != 2) return 0;
+  void* page = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return 0;
+  auto* state = new (page) std::atomic<int>(kReading);
+  auto* reads = new (static_cast<uint8_t*>(page) + 64) std::atomic<uint64_t>(0);
+  double us = 0;
+  std::thread timer([&] {
+    if (!topo::pin_this_thread(cores[1])) return;
+    const pid_t self = getpid();
+    const auto pid = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
+    if (pid < 0) return;
+    if (pid == 0) read_until_stopped(self, from, to, state, reads);
+    const auto stop = [&] {
+      state->store(kStopReading, std::memory_order_release);
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    };
+    // The child keeps the second core; this side reads from the first,
+    // once the child is reading (a second's deadline).
+    const auto t0 = Clock::now();
+    while (reads->load(std::memory_order_relaxed) == 0 && state->load(std::memory_order_acquire) == kReading &&
+           us_since(t0) < 1e6)
+      sched_yield();
+    if (!topo::pin_this_thread(cores[0]) || reads->load(std::memory_order_relaxed) == 0) return stop();
+    iovec l{to, 4096}, r{const_cast<char*>(from), 4096};
+    bool mutual = true;
+    const double best = best_of(5, [&] {
+      const uint64_t before = reads->load(std::memory_order_relaxed);
+      const auto b0 = Clock::now();
+      for (int i = 0; i < 64; ++i) mutual = mutual && process_vm_readv(pid, &l, 1, &r, 1, 0) == 4096;
+      const double batch = us_since(b0) / 64;
+      mutual = mutual && reads->load(std::memory_order_relaxed) > before &&
+               state->load(std::memory_order_acquire) == kReading;
+      return batch;
+    });
+    stop();
+    if (mutual) us = best;
+  });
+  timer.join();
+  ::munmap(page, 4096);
+  return us;
+}
+
 // process_vm_readv as the one-sided algorithms use it: two ranks on two
 // cores each write a buffer and then read the other's at the same time.
 // The call's cost comes from 4 KiB pieces of another process's memory
-// (ReadableProcess), or of this process's own where none can be read (a
+// while that one reads this one's (time_mutual_read_us), else of an idle
+// one (ReadableProcess), or of this process's own where none can be read (a
 // process may read itself even where ptrace rules keep it from reading
 // others); the bytes' from exchanges of 256 KiB, which stay in the caches,
 // and of 4 MiB. Priced by one rate, that of a reader's own cached 4 MiB
@@ -366,8 +458,8 @@ void measure_cma(CoreShares& shares, Constants* c) {
     return process_vm_readv(getpid(), &l, 1, &r, 1, 0) == static_cast<ssize_t>(bytes);
   };
   if (!read_from(0, 0, small)) return;
-  double small_us = 0;
-  {
+  double small_us = time_mutual_read_us(calibration_cores(), to[1].data(), buf[1].data());
+  if (small_us == 0) {
     const ReadableProcess other;
     const bool remote = other.read_page(to[0].data());
     small_us = best_of(5, [&] {
@@ -444,20 +536,6 @@ double measure_switch_us(CoreShares& shares) {
       0.5, shares);
   return pinned.load() == 2 ? us : 0;
 }
-
-// Whether this build runs under a sanitizer, whose runtime a forked child
-// of a multi-threaded process must not enter.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
 
 // The hand-off between two processes yielding one core, timed as
 // yield_handoff_us times two threads: a rank switched onto a core another
@@ -656,7 +734,10 @@ void apply_net_override(Constants* c) {
 
 namespace {
 // How the constants are measured; a cache written by another method is
-// measured again. Method 12 adds a call's fixed cost on one host
+// measured again. Method 13 times process_vm_readv's call while the
+// process read reads this one's memory (method 12 read an idle process:
+// 1.3-1.6 us a call, where the ranks of a single-copy call, reading each
+// other at once, pay 0.7 us more). Method 12 adds a call's fixed cost on one host
 // (measure_shm_call_us; before, only the network probe measured one, so
 // same-host calls cost nothing beyond their messages: 2-rank calls of
 // 64 B-16 KiB read 0.61-0.85 of their measured time). Method 11 adds a
@@ -686,7 +767,7 @@ namespace {
 // message's bandwidth from a slot stream between two cores (method 2 took
 // half a memcpy's). Method 2 timed the flag hand-off on two pinned cores
 // (method 1 on whatever cores a bound rank had, often one).
-constexpr double kCalibrationMethod = 12;
+constexpr double kCalibrationMethod = 13;
 }  // namespace
 
 std::string Constants::to_text() const {
