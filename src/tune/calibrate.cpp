@@ -361,17 +361,22 @@ class ReadableProcess {
   unsigned long page_ = 0;
 };
 
-// The child's side of time_mutual_read_us: reads a 4 KiB piece of
-// `from_pid`'s memory at `from` into its own `to`, over and over, counting
-// its reads, until `state` leaves kReading (or a read is refused, which it
-// records there). Touches nothing but the shared page, its stack and `to`,
-// and calls nothing but system calls.
+// A 4 KiB piece of process `pid`'s memory at `from`, read into `to`.
+struct PieceRead {
+  pid_t pid;
+  const void* from;
+  void* to;
+};
+
+// The child's side of time_mutual_read_us: makes `piece`'s read over and
+// over, counting its reads, until `state` leaves kReading (or a read is
+// refused, which it records there). Touches nothing but the shared page,
+// its stack and the piece's `to`, and calls nothing but system calls.
 constexpr int kReading = 0, kStopReading = 1, kReadRefused = 2;
-[[noreturn]] void read_until_stopped(pid_t from_pid, const void* from, void* to, std::atomic<int>* state,
-                                     std::atomic<uint64_t>* reads) {
-  iovec l{to, 4096}, r{const_cast<void*>(from), 4096};
+[[noreturn]] void read_until_stopped(const PieceRead& piece, std::atomic<int>* state, std::atomic<uint64_t>* reads) {
+  iovec l{piece.to, 4096}, r{const_cast<void*>(piece.from), 4096};
   while (state->load(std::memory_order_acquire) == kReading) {
-    if (::syscall(SYS_process_vm_readv, from_pid, &l, 1, &r, 1, 0) != 4096) {
+    if (::syscall(SYS_process_vm_readv, piece.pid, &l, 1, &r, 1, 0) != 4096) {
       state->store(kReadRefused, std::memory_order_release);
       break;
     }
@@ -405,7 +410,7 @@ double time_mutual_read_us(const std::vector<int>& cores, char* to, const char* 
     const pid_t self = getpid();
     const auto pid = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
     if (pid < 0) return;
-    if (pid == 0) read_until_stopped(self, from, to, state, reads);
+    if (pid == 0) read_until_stopped(PieceRead{self, from, to}, state, reads);
     const auto stop = [&] {
       state->store(kStopReading, std::memory_order_release);
       ::kill(pid, SIGKILL);

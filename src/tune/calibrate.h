@@ -15,9 +15,11 @@
 //   flag  half a flag ping-pong between two threads (a signal seen by a peer)
 //   call  a call's fixed cost: 8-byte exchanges over real shm links, one
 //         per executor run against 16 in one (calibrate_call.h)
-//   cma   process_vm_readv of this process's own memory: a 4 KiB piece per
-//         call, and 4 MiB for the bandwidth (one-sided copies of ordinary
-//         buffers, which the kernel pins page by page)
+//   cma   process_vm_readv: a 4 KiB piece of another process's memory per
+//         call, read while that process reads this one's (as the ranks of
+//         a single-copy call do), and two threads exchanging 256 KiB and
+//         4 MiB for the bandwidth (one-sided copies of ordinary buffers,
+//         which the kernel pins page by page)
 // Cache: $CONFLUX_TUNE_CACHE (a directory; "off" disables the cache), else
 // $XDG_CACHE_HOME/conflux, else ~/.cache/conflux; file tune-<host>.txt.
 // CONFLUX_TUNE_CALIBRATE=0 skips measuring and uses the built-in defaults.
