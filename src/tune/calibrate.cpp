@@ -9,6 +9,7 @@
 #include "topo/plan.h"
 #include "tune/calibrate_call.h"
 #include "tune/comm_tuning.h"
+#include "tune/median.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -86,12 +87,6 @@ double measure_reduce_gbps() {
   return double(count * sizeof(float)) / 1e3 / std::max(us, 1e-3);
 }
 
-// The median of a few batches' times: a batch the machine interrupted does not count.
-double median_of(std::vector<double> batches) {
-  std::nth_element(batches.begin(), batches.begin() + static_cast<std::ptrdiff_t>(batches.size() / 2), batches.end());
-  return batches[batches.size() / 2];
-}
-
 // The calling thread's CPU time, in microseconds.
 double thread_cpu_us() {
   timespec ts{};
@@ -162,7 +157,7 @@ constexpr int kHandoffStop = -1;
 
 // The answering side: runs until the timing side stops it. It touches
 // nothing but the flag and its stack, and calls nothing but sched_yield, so
-// a child cloned without exec may run it.
+// a ClonedChild may run it.
 void answer_handoffs(std::atomic<int>& flag) {
   for (int i = 0;; ++i) {
     int seen = 2 * i + 1;
@@ -316,6 +311,57 @@ constexpr bool kSanitized = false;
 constexpr bool kSanitized = false;
 #endif
 
+// A page this process shares with a child it clones (MAP_SHARED: the
+// child's writes reach it, unlike the copy-on-write rest of its memory).
+class SharedPage {
+ public:
+  SharedPage() : at_(::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0)) {}
+  ~SharedPage() {
+    if (at_ != MAP_FAILED) ::munmap(at_, 4096);
+  }
+  SharedPage(const SharedPage&) = delete;
+  SharedPage& operator=(const SharedPage&) = delete;
+  explicit operator bool() const { return at_ != MAP_FAILED; }
+  uint8_t* data() const { return static_cast<uint8_t*>(at_); }
+
+ private:
+  void* at_;
+};
+
+// Another process running this code, for a measurement whose other side
+// must be a process: a child cloned from the calling thread without exec
+// that runs `body` and exits. A bare clone (no fork handlers run; on a
+// kernel that copies pinned pages at fork, registered memory stays the
+// parent's): the child has only a copy-on-write copy of this process's
+// memory and one thread, so `body` touches nothing but its stack, a
+// SharedPage and memory of its own, and calls nothing but system calls
+// (never under a sanitizer, whose runtime such a child must not enter).
+// It inherits the calling thread's CPU binding. Killed and reaped when
+// this goes; pid() < 0 where the clone failed.
+class ClonedChild {
+ public:
+  template <typename Body>
+  explicit ClonedChild(const Body& body)
+      : pid_(static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr))) {
+    if (pid_ == 0) {
+      body();
+      ::syscall(SYS_exit_group, 0);
+    }
+  }
+  ~ClonedChild() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
+    }
+  }
+  ClonedChild(const ClonedChild&) = delete;
+  ClonedChild& operator=(const ClonedChild&) = delete;
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_;
+};
+
 // Another process to read from, so that a kernel copy crosses into another
 // address space as the one-sided algorithms' do: the kernel then walks
 // that process's memory map, which a read of one's own memory (or of a
@@ -369,30 +415,21 @@ struct PieceRead {
 };
 
 // The child's side of time_mutual_read_us: makes `piece`'s read over and
-// over, counting its reads, until `state` leaves kReading (or a read is
-// refused, which it records there). Touches nothing but the shared page,
-// its stack and the piece's `to`, and calls nothing but system calls.
-constexpr int kReading = 0, kStopReading = 1, kReadRefused = 2;
-[[noreturn]] void read_until_stopped(const PieceRead& piece, std::atomic<int>* state, std::atomic<uint64_t>* reads) {
+// over, counting its reads, until it is killed; returns where a read is
+// refused, after raising `refused`.
+void read_until_killed(const PieceRead& piece, std::atomic<bool>& refused, std::atomic<uint64_t>& reads) {
   iovec l{piece.to, 4096}, r{const_cast<void*>(piece.from), 4096};
-  while (state->load(std::memory_order_acquire) == kReading) {
-    if (::syscall(SYS_process_vm_readv, piece.pid, &l, 1, &r, 1, 0) != 4096) {
-      state->store(kReadRefused, std::memory_order_release);
-      break;
-    }
-    reads->fetch_add(1, std::memory_order_relaxed);
-  }
-  ::syscall(SYS_exit_group, 0);
-  __builtin_unreachable();
+  while (::syscall(SYS_process_vm_readv, piece.pid, &l, 1, &r, 1, 0) == 4096)
+    reads.fetch_add(1, std::memory_order_relaxed);
+  refused.store(true, std::memory_order_release);
 }
 
 // A 4 KiB piece read with process_vm_readv from another process that
 // reads this one's memory at the same time, as the ranks of a single-copy
 // call read each other's: the two kernel copies contend (64 B: 2.6 us a
 // call with both reading against 1.8 with one, a standalone C test here).
-// The other process is a child cloned without exec, as for the switch
-// between processes (time_process_handoff_us), pinned to the second core
-// while this side reads from the first; it reads `from` of this process
+// The other process is a ClonedChild pinned to the second core while this
+// side reads from the first; it reads `from` of this process
 // into its copy of `to`, and this side reads its copy of `from`. Best of 5
 // batches of 64 reads, each made while the child kept reading. 0 where it
 // cannot be timed: under a sanitizer, on one core, or where either read is
@@ -400,46 +437,36 @@ constexpr int kReading = 0, kStopReading = 1, kReadRefused = 2;
 // its parent).
 double time_mutual_read_us(const std::vector<int>& cores, char* to, const char* from) {
   if (kSanitized || cores.size() != 2) return 0;
-  void* page = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (page == MAP_FAILED) return 0;
-  auto* state = new (page) std::atomic<int>(kReading);
-  auto* reads = new (static_cast<uint8_t*>(page) + 64) std::atomic<uint64_t>(0);
+  const SharedPage page;
+  if (!page) return 0;
+  auto* refused = new (page.data()) std::atomic<bool>(false);
+  auto* reads = new (page.data() + 64) std::atomic<uint64_t>(0);
   double us = 0;
   std::thread timer([&] {
     if (!topo::pin_this_thread(cores[1])) return;
-    const pid_t self = getpid();
-    const auto pid = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
-    if (pid < 0) return;
-    if (pid == 0) read_until_stopped(PieceRead{self, from, to}, state, reads);
-    const auto stop = [&] {
-      state->store(kStopReading, std::memory_order_release);
-      ::kill(pid, SIGKILL);
-      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-      }
-    };
+    const PieceRead piece{getpid(), from, to};
+    const ClonedChild child([&] { read_until_killed(piece, *refused, *reads); });
+    if (child.pid() < 0) return;
     // The child keeps the second core; this side reads from the first,
     // once the child is reading (a second's deadline).
     const auto t0 = Clock::now();
-    while (reads->load(std::memory_order_relaxed) == 0 && state->load(std::memory_order_acquire) == kReading &&
+    while (reads->load(std::memory_order_relaxed) == 0 && !refused->load(std::memory_order_acquire) &&
            us_since(t0) < 1e6)
       sched_yield();
-    if (!topo::pin_this_thread(cores[0]) || reads->load(std::memory_order_relaxed) == 0) return stop();
+    if (!topo::pin_this_thread(cores[0]) || reads->load(std::memory_order_relaxed) == 0) return;
     iovec l{to, 4096}, r{const_cast<char*>(from), 4096};
     bool mutual = true;
     const double best = best_of(5, [&] {
       const uint64_t before = reads->load(std::memory_order_relaxed);
       const auto b0 = Clock::now();
-      for (int i = 0; i < 64; ++i) mutual = mutual && process_vm_readv(pid, &l, 1, &r, 1, 0) == 4096;
+      for (int i = 0; i < 64; ++i) mutual = mutual && process_vm_readv(child.pid(), &l, 1, &r, 1, 0) == 4096;
       const double batch = us_since(b0) / 64;
-      mutual = mutual && reads->load(std::memory_order_relaxed) > before &&
-               state->load(std::memory_order_acquire) == kReading;
+      mutual = mutual && reads->load(std::memory_order_relaxed) > before && !refused->load(std::memory_order_acquire);
       return batch;
     });
-    stop();
     if (mutual) us = best;
   });
   timer.join();
-  ::munmap(page, 4096);
   return us;
 }
 
@@ -547,37 +574,26 @@ double measure_switch_us(CoreShares& shares) {
 // rank held leaves that rank's address space, which two threads never do
 // (5.0-5.2 us a switch here against 1.8-1.9 between threads: this VM
 // isolates the kernel's page tables; conflux_micro_bench's Switch). The
-// other process must run this code, so it is a child cloned from this
-// process without exec: a bare clone (no fork handlers run; on a kernel
-// that copies pinned pages at fork, registered memory stays the parent's)
-// that touches only a shared page and its stack, pinned to `cpu` by
-// inheriting the timing thread's binding, and killed at the end. Its
-// memory is this process's, shared copy-on-write while it lives (the
-// timing's warm-up batch takes the first writes' faults). Median of
+// other process is a ClonedChild answering on a SharedPage, pinned to
+// `cpu` by inheriting the timing thread's binding. Its memory is this
+// process's, shared copy-on-write while it lives (the timing's warm-up
+// batch takes the first writes' faults). Median of
 // batches after a warm-up; 0 where it cannot be timed, a hand-off stalls
 // for a second, or under a sanitizer.
 double time_process_handoff_us(int cpu) {
   if (kSanitized) return 0;
-  void* page = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (page == MAP_FAILED) return 0;
-  auto* flag = new (page) std::atomic<int>(0);
+  const SharedPage page;
+  if (!page) return 0;
+  auto* flag = new (page.data()) std::atomic<int>(0);
   double us = 0;
   std::thread timer([&] {
     if (!topo::pin_this_thread(cpu)) return;
-    const auto pid = static_cast<pid_t>(::syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr));
-    if (pid < 0) return;
-    if (pid == 0) {
-      answer_handoffs(*flag);
-      ::syscall(SYS_exit_group, 0);
-    }
+    const ClonedChild child([&] { answer_handoffs(*flag); });
+    if (child.pid() < 0) return;
     const Handoffs timed = time_handoffs(*flag, 1e6);
-    ::kill(pid, SIGKILL);
-    while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-    }
     if (timed.completed) us = timed.us;
   });
   timer.join();
-  ::munmap(page, 4096);
   return us;
 }
 

@@ -10,6 +10,7 @@
 #include "transport/shm/shm_segment.h"
 #include "transport/shm/shm_waiter.h"
 #include "transport/shm/stale_files.h"
+#include "tune/median.h"
 
 #include <unistd.h>
 
@@ -31,11 +32,6 @@ constexpr int kPipelined = 16;  // exchanges in one execute(): its set-up shared
 constexpr int kWarmUp = 200;
 constexpr int kPasses = 8;
 constexpr int kStallMs = 1000;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return (v[(v.size() - 1) / 2] + v[v.size() / 2]) / 2;
-}
 
 // One rank's times per pass: an exchange of the pipelined run, and a run
 // of one exchange.
@@ -114,7 +110,7 @@ std::optional<double> measure_shm_call_us(int cpu0, int cpu1) {
   first.join();
   second.join();
   if (!ok[0] || !ok[1]) return std::nullopt;
-  return std::max(0.0, median(timings[0].single_us) - median(timings[0].pipelined_us));
+  return std::max(0.0, median_of(timings[0].single_us) - median_of(timings[0].pipelined_us));
 }
 
 }  // namespace conflux::tune
