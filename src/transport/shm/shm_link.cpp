@@ -19,24 +19,31 @@ ShmLink::ShmLink(const ShmSegment& mine, const ShmSegment& theirs, int my_rank, 
       send_ring_(theirs.layout().ring_index(my_rank, channel)),
       recv_ring_(mine.layout().ring_index(peer, channel)),
       peer_pid_(peer_pid),
-      pidfd_(pidfd) {}
+      pidfd_(pidfd),
+      send_ctl_(theirs.ring(send_ring_)),
+      recv_ctl_(mine.ring(recv_ring_)),
+      send_tail_(send_ctl_.tail.load(std::memory_order_relaxed)),
+      send_head_seen_(send_ctl_.head.load(std::memory_order_acquire)),
+      recv_head_(recv_ctl_.head.load(std::memory_order_relaxed)),
+      recv_tail_seen_(recv_head_) {}
 
 Status ShmLink::progress_send(SendOp& op, bool* progressed) {
-  ShmRingControl& ring = theirs_.ring(send_ring_);
   const auto nslots = static_cast<uint64_t>(theirs_.layout().nslots);
   const size_t slot_bytes = theirs_.layout().slot_bytes;
-  uint64_t tail = ring.tail.load(std::memory_order_relaxed);
   bool published = false;
   // A zero-byte message still takes one slot so the receiver sees its signature.
   while (!op.complete) {
-    if (tail - ring.head.load(std::memory_order_acquire) >= nslots) break;  // ring full
+    if (send_tail_ - send_head_seen_ >= nslots) {
+      send_head_seen_ = send_ctl_.head.load(std::memory_order_acquire);
+      if (send_tail_ - send_head_seen_ >= nslots) break;  // ring full
+    }
     size_t piece = std::min(slot_bytes, op.bytes - op.done);
-    ShmSlotHeader& h = theirs_.slot_header(send_ring_, tail);
+    ShmSlotHeader& h = theirs_.slot_header(send_ring_, send_tail_);
     h.msg_bytes = op.bytes;
     h.piece_bytes = static_cast<uint32_t>(piece);
     h.sig = op.sig;
-    if (piece > 0) copy_bytes(theirs_.slot_data(send_ring_, tail), op.buf + op.done, piece);
-    ring.tail.store(++tail, std::memory_order_release);
+    if (piece > 0) copy_bytes(theirs_.slot_data(send_ring_, send_tail_), op.buf + op.done, piece);
+    send_ctl_.tail.store(++send_tail_, std::memory_order_release);
     op.done += piece;
     published = true;
     if (op.done == op.bytes) op.complete = true;
@@ -49,22 +56,23 @@ Status ShmLink::progress_send(SendOp& op, bool* progressed) {
 }
 
 Status ShmLink::progress_recv(RecvOp& op, bool* progressed) {
-  ShmRingControl& ring = mine_.ring(recv_ring_);
-  uint64_t head = ring.head.load(std::memory_order_relaxed);
   bool consumed = false;
   while (!op.complete) {
-    if (head == ring.tail.load(std::memory_order_acquire)) break;  // empty
-    const ShmSlotHeader& h = mine_.slot_header(recv_ring_, head);
+    if (recv_head_ == recv_tail_seen_) {
+      recv_tail_seen_ = recv_ctl_.tail.load(std::memory_order_acquire);
+      if (recv_head_ == recv_tail_seen_) break;  // empty
+    }
+    const ShmSlotHeader& h = mine_.slot_header(recv_ring_, recv_head_);
     if (op.done == 0) CFX_RETURN_IF_ERROR(check_incoming(op.sig, op.bytes, h.sig, h.msg_bytes, peer_));
     size_t piece = h.piece_bytes;
     if (piece > op.bytes - op.done)
       return remote_error("corrupt shared-memory slot from rank " + std::to_string(peer_));
-    const uint8_t* data = mine_.slot_data(recv_ring_, head);
+    const uint8_t* data = mine_.slot_data(recv_ring_, recv_head_);
     if (op.reduce != nullptr)
       op.reduce(op.dst + op.done, op.reduce_with + op.done, data, piece / op.elem_size);
     else if (piece > 0)
       copy_bytes(op.dst + op.done, data, piece);
-    ring.head.store(++head, std::memory_order_release);
+    recv_ctl_.head.store(++recv_head_, std::memory_order_release);
     op.done += piece;
     consumed = true;
     if (op.done == op.bytes) op.complete = true;

@@ -35,6 +35,18 @@ class ShmLink final : public Link {
   int recv_ring_;  // the peer's in ours
   int peer_pid_;
   int pidfd_;
+  // Each ring has one writer per index: the sender moves tail, the
+  // receiver head. Each side keeps its own index here and the other's as
+  // last seen, and reads the shared one again only when the ring looks
+  // full (sender) or empty (receiver). A sender that read head for every
+  // message took a line the receiver had just written, and the
+  // receiver's next store had to take it back.
+  ShmRingControl& send_ctl_;
+  ShmRingControl& recv_ctl_;
+  uint64_t send_tail_;       // slots we have published
+  uint64_t send_head_seen_;  // slots the peer had consumed when we last looked
+  uint64_t recv_head_;       // slots we have consumed
+  uint64_t recv_tail_seen_;  // slots the peer had published when we last looked
 };
 
 }  // namespace conflux
