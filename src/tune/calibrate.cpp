@@ -311,6 +311,15 @@ constexpr bool kSanitized = false;
 constexpr bool kSanitized = false;
 #endif
 
+// Kills a child this process started for a measurement and waits for it,
+// so none is left running or unreaped; nothing where pid <= 0 (none started).
+void kill_and_reap(pid_t pid) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGKILL);
+  while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
 // A page this process shares with a child it clones (MAP_SHARED: the
 // child's writes reach it, unlike the copy-on-write rest of its memory).
 class SharedPage {
@@ -348,12 +357,7 @@ class ClonedChild {
       ::syscall(SYS_exit_group, 0);
     }
   }
-  ~ClonedChild() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-    }
-  }
+  ~ClonedChild() { kill_and_reap(pid_); }
   ClonedChild(const ClonedChild&) = delete;
   ClonedChild& operator=(const ClonedChild&) = delete;
   pid_t pid() const { return pid_; }
@@ -387,12 +391,7 @@ class ReadableProcess {
         page_ = end - 4096;
     }
   }
-  ~ReadableProcess() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-    }
-  }
+  ~ReadableProcess() { kill_and_reap(pid_); }
   ReadableProcess(const ReadableProcess&) = delete;
   ReadableProcess& operator=(const ReadableProcess&) = delete;
   // Reads its page into `to` (4 KiB); false where it cannot be read.
