@@ -1,7 +1,6 @@
 #include "tune/calibrate_call.h"
 
 #include "algo/exchange.h"
-#include "bootstrap/auth.h"
 #include "bootstrap/socket.h"
 #include "core/config.h"
 #include "exec/executor.h"
@@ -9,7 +8,6 @@
 #include "transport/shm/shm_link.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/shm/shm_waiter.h"
-#include "transport/shm/stale_files.h"
 #include "tune/median.h"
 
 #include <unistd.h>
@@ -91,14 +89,11 @@ bool run_rank(int rank, const std::array<int, 2>& cpus, const std::array<ShmSegm
 std::optional<double> measure_shm_call_us(int cpu0, int cpu1) {
   const Config& cfg = config();
   const ShmSegment::Layout layout{2, cfg.shm_slots, cfg.shm_slot_bytes, 1, 0};
-  uint64_t id = 0;
-  random_bytes(&id, sizeof id);
   std::array<ShmSegment, 2> seg;
   for (int r = 0; r < 2; ++r) {
-    auto made = ShmSegment::create(segment_name(id, r, static_cast<int>(getpid())), layout);
+    auto made = ShmSegment::create_private(r, layout);
     if (!made.ok()) return std::nullopt;
     seg[static_cast<size_t>(r)] = std::move(made).value();
-    seg[static_cast<size_t>(r)].unlink();  // the mappings stay; nothing is left behind
   }
   std::atomic<bool> abort{false};
   const std::array<int, 2> cpus{cpu0, cpu1};

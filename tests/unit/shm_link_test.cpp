@@ -5,9 +5,7 @@
 // peer has already published.
 #include "transport/shm/shm_link.h"
 
-#include "bootstrap/auth.h"
 #include "transport/shm/shm_segment.h"
-#include "transport/shm/stale_files.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -24,19 +22,24 @@ namespace {
 constexpr int kSlots = 3;
 constexpr size_t kSlotBytes = 128;
 
-// Two ranks' segments in this process, unlinked at once (the mappings stay).
-bool make_segments(std::array<ShmSegment, 2>* seg) {
-  const ShmSegment::Layout layout{2, kSlots, kSlotBytes, 1, 0};
-  uint64_t id = 0;
-  random_bytes(&id, sizeof id);
-  for (int r = 0; r < 2; ++r) {
-    auto made = ShmSegment::create(segment_name(id, r, static_cast<int>(getpid())), layout);
-    if (!made.ok()) return false;
-    (*seg)[static_cast<size_t>(r)] = std::move(made).value();
-    (*seg)[static_cast<size_t>(r)].unlink();
+// Two ranks' segments in this process, rank 0 the sender and rank 1 the
+// receiver of the ring under test.
+class ShmLinkTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const ShmSegment::Layout layout{2, kSlots, kSlotBytes, 1, 0};
+    for (int r = 0; r < 2; ++r) {
+      auto made = ShmSegment::create_private(r, layout);
+      ASSERT_TRUE(made.ok()) << made.status().message();
+      seg_[static_cast<size_t>(r)] = std::move(made).value();
+    }
   }
-  return true;
-}
+  ShmLink sender() const { return {seg_[0], seg_[1], 0, 1, pid_, -1}; }
+  ShmLink receiver() const { return {seg_[1], seg_[0], 1, 0, pid_, -1}; }
+
+  std::array<ShmSegment, 2> seg_;
+  const int pid_ = static_cast<int>(getpid());
+};
 
 uint8_t pattern(size_t message, size_t k) { return static_cast<uint8_t>(message * 31 + k * 7 + 1); }
 
@@ -61,12 +64,9 @@ std::vector<size_t> lengths() {
   return {0, 1, kSlotBytes - 1, kSlotBytes, kSlotBytes + 1, ring - 1, ring, ring + 1, 5 * ring + 17, 4096};
 }
 
-TEST(ShmLinkTest, MessagesLongerThanTheRingArriveWholeAndInOrder) {
-  std::array<ShmSegment, 2> seg;
-  ASSERT_TRUE(make_segments(&seg));
-  const int pid = static_cast<int>(getpid());
-  ShmLink sender(seg[0], seg[1], 0, 1, pid, -1);
-  ShmLink receiver(seg[1], seg[0], 1, 0, pid, -1);
+TEST_F(ShmLinkTest, MessagesLongerThanTheRingArriveWholeAndInOrder) {
+  ShmLink sender = this->sender();
+  ShmLink receiver = this->receiver();
   const std::vector<size_t> sizes = lengths();
   constexpr int kRounds = 20;  // enough to wrap the ring's indices many times
   Status sent = Status::Ok();
@@ -98,11 +98,8 @@ TEST(ShmLinkTest, MessagesLongerThanTheRingArriveWholeAndInOrder) {
   EXPECT_EQ(wrong, 0u);
 }
 
-TEST(ShmLinkTest, ReceiverMadeAfterItsPeerPublishedReadsFromTheStart) {
-  std::array<ShmSegment, 2> seg;
-  ASSERT_TRUE(make_segments(&seg));
-  const int pid = static_cast<int>(getpid());
-  ShmLink sender(seg[0], seg[1], 0, 1, pid, -1);
+TEST_F(ShmLinkTest, ReceiverMadeAfterItsPeerPublishedReadsFromTheStart) {
+  ShmLink sender = this->sender();
   // Two slots' worth, published before the receiving link exists.
   std::vector<uint8_t> data(2 * kSlotBytes);
   for (size_t k = 0; k < data.size(); ++k) data[k] = pattern(7, k);
@@ -112,7 +109,7 @@ TEST(ShmLinkTest, ReceiverMadeAfterItsPeerPublishedReadsFromTheStart) {
   bool progressed = false;
   ASSERT_TRUE(sender.progress_send(send, &progressed).ok());
   ASSERT_TRUE(send.complete);
-  ShmLink receiver(seg[1], seg[0], 1, 0, pid, -1);
+  ShmLink receiver = this->receiver();
   std::vector<uint8_t> got(data.size(), 0);
   RecvOp recv;
   recv.dst = got.data();
@@ -122,12 +119,9 @@ TEST(ShmLinkTest, ReceiverMadeAfterItsPeerPublishedReadsFromTheStart) {
   EXPECT_EQ(got, data);
 }
 
-TEST(ShmLinkTest, FullRingStopsTheSenderUntilTheReceiverTakesASlot) {
-  std::array<ShmSegment, 2> seg;
-  ASSERT_TRUE(make_segments(&seg));
-  const int pid = static_cast<int>(getpid());
-  ShmLink sender(seg[0], seg[1], 0, 1, pid, -1);
-  ShmLink receiver(seg[1], seg[0], 1, 0, pid, -1);
+TEST_F(ShmLinkTest, FullRingStopsTheSenderUntilTheReceiverTakesASlot) {
+  ShmLink sender = this->sender();
+  ShmLink receiver = this->receiver();
   std::vector<uint8_t> data((kSlots + 1) * kSlotBytes);
   for (size_t k = 0; k < data.size(); ++k) data[k] = pattern(3, k);
   SendOp send;

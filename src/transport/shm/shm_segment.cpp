@@ -1,5 +1,8 @@
 #include "transport/shm/shm_segment.h"
 
+#include "bootstrap/auth.h"
+#include "transport/shm/stale_files.h"
+
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -172,6 +175,14 @@ bool ShmSegment::unfinished(int fd) {
 }
 
 ShmDoorbell& ShmSegment::doorbell() const { return reinterpret_cast<SegmentHeader*>(base_)->doorbell; }
+
+Result<ShmSegment> ShmSegment::create_private(int rank, const Layout& layout) {
+  uint64_t id = 0;
+  random_bytes(&id, sizeof id);
+  auto made = create(segment_name(id, rank, static_cast<int>(getpid())), layout);
+  if (made.ok()) made.value().unlink();
+  return made;
+}
 
 ShmRingControl& ShmSegment::ring(int ring_index) const {
   return *reinterpret_cast<ShmRingControl*>(base_ + sizeof(SegmentHeader) +

@@ -106,6 +106,11 @@ class ShmSegment {
   ~ShmSegment();
 
   static Result<ShmSegment> create(const std::string& name, const Layout& layout);
+  // A segment only this process maps (a measurement's or a test's, both
+  // ends of its rings in threads): named as `rank`'s segment of a random
+  // communicator id, so a crash before the unlink leaves a file the
+  // stale-file sweep recognises, and unlinked at once (the mapping stays).
+  static Result<ShmSegment> create_private(int rank, const Layout& layout);
   static Result<ShmSegment> open(const std::string& name, size_t expected_bytes);
   void unlink();  // removes the name; mappings stay valid
   // Who created the segment open as `fd` (read from its header); nullopt
