@@ -342,10 +342,18 @@ Status Run::pass(bool* progressed) {
     complete(i);
   }
   if (!waits_.empty()) CFX_RETURN_IF_ERROR(check_waits(progressed));
+  // Every lane's sends before any receive: a send is what a peer waits
+  // for, a receive only this rank. Receiving first, a rank that entered a
+  // call after its peer's data had arrived reduced it before sending its
+  // own, and the peer sat idle through that reduction; the two ranks then
+  // took turns being late (2 ranks, 256 KiB AllReduce by recursive
+  // doubling: 21 and 38 us in alternate calls, 30 us a call).
   for (int lane : active_lanes_) {
-    PeerQueues& q = queues_[lane];
-    Status st = advance_recvs(lane, q, progressed);
-    if (st.ok()) st = advance_sends(lane, q, progressed);
+    Status st = advance_sends(lane, queues_[lane], progressed);
+    if (!st.ok()) return with_other_failures(st, lane_peer(lane));
+  }
+  for (int lane : active_lanes_) {
+    Status st = advance_recvs(lane, queues_[lane], progressed);
     if (!st.ok()) return with_other_failures(st, lane_peer(lane));
   }
   return Status::Ok();
