@@ -113,6 +113,13 @@ class ShmSegment {
   static Result<ShmSegment> create_private(int rank, const Layout& layout);
   static Result<ShmSegment> open(const std::string& name, size_t expected_bytes);
   void unlink();  // removes the name; mappings stay valid
+  // In a peer's segment, accesses once each page that `sender` uses: its
+  // rings (every channel) and its notice, which it writes, and the header
+  // and staging halves, which it reads. A page's first access through a
+  // mapping can cost microseconds (shm_segment.cpp, touch_pages): paid here,
+  // at set-up, not by the first calls. Nothing in a segment too large to
+  // have been populated.
+  void touch_as_sender(int sender) const;
   // Who created the segment open as `fd` (read from its header); nullopt
   // when it is not an initialised segment.
   static std::optional<ProcessStamp> maker(int fd);

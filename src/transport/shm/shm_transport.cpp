@@ -53,6 +53,7 @@ Status ShmTransport::connect(const ConnectPlan& plan, LinkTable* links) {
     pids[p] = plan.table[p].pid;
     if (!plan.mine[p]) continue;
     CFX_ASSIGN_OR_RETURN(peer_segments_[p], ShmSegment::open(plan.table[p].shm_name, plan.table[p].shm_bytes));
+    peer_segments_[p].touch_as_sender(ctx_.rank);
     pidfds_[p] = open_pidfd(plan.table[p].pid);
     for (int c = 0; c < channels; ++c)
       links->at(c, p) =
