@@ -79,10 +79,9 @@ int populate_flag(size_t bytes) { return bytes <= kPopulateUpTo ? MAP_POPULATE :
 // touched: a page it shares with another range keeps its other words.
 void touch_pages(uint8_t* begin, uint8_t* end, bool write) {
   const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const auto last = reinterpret_cast<uintptr_t>(end);
-  for (auto at = reinterpret_cast<uintptr_t>(begin); at < last; at = (at / page + 1) * page) {
-    const uintptr_t word = (at + 7) & ~uintptr_t{7};
-    if (word + sizeof(uint64_t) > last) break;
+  for (uint8_t* at = begin; at < end; at += page - reinterpret_cast<uintptr_t>(at) % page) {
+    uint8_t* word = at + (-reinterpret_cast<uintptr_t>(at) & 7);  // aligned up to 8
+    if (word >= end || static_cast<size_t>(end - word) < sizeof(uint64_t)) break;
     auto* w = reinterpret_cast<uint64_t*>(word);
     if (write)
       __atomic_fetch_or(w, uint64_t{0}, __ATOMIC_RELAXED);
