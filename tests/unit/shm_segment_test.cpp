@@ -24,9 +24,10 @@ std::vector<uint8_t> snapshot(const ShmSegment& seg) {
 }
 
 TEST(ShmSegmentTouch, TouchAsSenderChangesNoByteOfTheSegment) {
-  // Slots of 5000 bytes: rings end and begin inside pages, so a page holds
+  // Slots of 4992 bytes (whole cache lines, as the configuration rounds
+  // them): rings of 20288 bytes end and begin inside pages, so a page holds
   // the end of one sender's ring and the start of the next one's.
-  const ShmSegment::Layout layout{3, 4, 5000, 2, 12288};
+  const ShmSegment::Layout layout{3, 4, 4992, 2, 12288};
   auto made = ShmSegment::create_private(0, layout);
   ASSERT_TRUE(made.ok()) << made.status().message();
   const ShmSegment seg = std::move(made).value();
