@@ -163,11 +163,14 @@ namespace {
 
 using algo::StepKind;
 constexpr uint32_t kNone = ~0u;
+constexpr double kCacheLine = 64;
 
 // What timing needs of every step, structure-of-arrays to stay compact.
 struct Steps {
   std::vector<uint8_t> kind;
-  std::vector<uint8_t> mapped;        // one-sided read/write: the peer's memory is mapped (staging, registered)
+  // One-sided read/write: the peer's memory is mapped (staging,
+  // registered). Copy: its destination is the rank's own staging area.
+  std::vector<uint8_t> mapped;
   // reduce-from: sources, those read through the kernel, and peers' mapped ones
   std::vector<uint16_t> nsrc, kernel_srcs, mapped_srcs;
   std::vector<int32_t> owner;  // representative rank index
@@ -285,6 +288,7 @@ class Sim {
   std::vector<double> arrived_;       // by receive step: when its message was there to take
   std::vector<double> kernel_call_bytes_;  // by representative: what one call copies through the kernel
   std::vector<double> local_call_bytes_;   // by representative: what one call copies locally
+  std::vector<double> staged_read_bytes_;  // by representative: what its peers read of its staging area in one call
   size_t finished_ = 0;
 };
 
@@ -302,6 +306,7 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
   std::vector<uint32_t> signals_per_call(static_cast<size_t>(reps_), 0);
   kernel_call_bytes_.assign(size_t(reps_), 0.0);
   local_call_bytes_.assign(size_t(reps_), 0.0);
+  staged_read_bytes_.assign(size_t(reps_), 0.0);
   for (int r = 0; r < reps_; ++r) {
     algo::CollArgs a = args;
     a.rank = r;
@@ -320,7 +325,8 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
           ++peers;
           if (src.slice.buf != algo::kStaging && !a.registered) ++kernel;
         }
-        const bool mapped = remote.buf == algo::kStaging || a.registered;
+        const bool mapped = st.kind == StepKind::kCopy ? st.dst.buf == algo::kStaging
+                                                       : remote.buf == algo::kStaging || a.registered;
         s_.add(st.kind, r, st.peer, st.kind == StepKind::kSend ? st.src.bytes : st.dst.bytes, mapped ? 1 : 0,
                static_cast<uint16_t>(st.src_count), kernel, static_cast<uint16_t>(peers - kernel));
         if (call == 0) {  // what one call copies, by kind
@@ -329,6 +335,16 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
             kernel_call_bytes_[size_t(r)] += bytes;
           if (st.kind == StepKind::kReduceFrom) kernel_call_bytes_[size_t(r)] += double(kernel) * bytes;
           if (st.kind == StepKind::kCopy) local_call_bytes_[size_t(r)] += bytes;
+          // Reads of a peer's staging area, charged to the peer (by
+          // symmetry, what representative r reads of peer p is what p's
+          // representative has read by every rank of its class).
+          if (st.kind == StepKind::kRead && st.src.buf == algo::kStaging && st.peer >= 0)
+            staged_read_bytes_[size_t(rep_of(st.peer))] += double(st.src.bytes);
+          for (uint32_t k = 0; st.kind == StepKind::kReduceFrom && k < st.src_count; ++k) {
+            const algo::Source& src = sch.sources[st.src_begin + k];
+            if (src.peer >= 0 && src.slice.buf == algo::kStaging)
+              staged_read_bytes_[size_t(rep_of(src.peer))] += double(src.slice.bytes);
+          }
         }
         first_call_.push_back(call == 0 ? 1 : 0);
         if (st.kind == StepKind::kSignal) signals[size_t(r)].push_back(id);
@@ -508,7 +524,21 @@ Status Sim::run(SimResult* out) {
       double cost = 0;
       auto kind = StepKind(s_.kind[i]);
       if (kind == StepKind::kRecvReduce && m_.reduce_gbps > 0) cost = double(s_.bytes[i]) / (m_.reduce_gbps * 1e3);
-      if (kind == StepKind::kCopy) cost = m_.local_copy_us(double(s_.bytes[i]), local_call_bytes_[size_t(s_.owner[i])]);
+      if (kind == StepKind::kCopy) {
+        const auto rep = size_t(s_.owner[i]);
+        cost = m_.local_copy_us(double(s_.bytes[i]), local_call_bytes_[rep]);
+        // A copy into the staging area writes lines that peers read in the
+        // area's previous use, and now hold in their caches: each comes
+        // back across cores before it is written, at the rate a peer's
+        // fresh lines cross (2 ranks, 16 KiB eager ReduceScatter: 0.33-0.37
+        // us slower than the ring, whose sender writes half as many lines
+        // that its peer read). The first line's return overlaps the flag's,
+        // which the signal pays: a call of one line costs one flag round.
+        if (s_.mapped[i] && m_.one_sided) {
+          const double returned = std::min(double(s_.bytes[i]), staged_read_bytes_[rep]) - kCacheLine;
+          if (returned > 0) cost += m_.peer_memory_us(returned);
+        }
+      }
       if (kind == StepKind::kCopy && cost > 0) {
         // The rank's own core makes its local copies between the copies it
         // makes of its messages inside the host (its port), not beside them.
