@@ -324,6 +324,8 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
           if (src.peer < 0) continue;
           ++peers;
           if (src.slice.buf != algo::kStaging && !a.registered) ++kernel;
+          if (call == 0 && src.slice.buf == algo::kStaging)  // charged to the peer, as reads are (below)
+            staged_read_bytes_[size_t(rep_of(src.peer))] += double(src.slice.bytes);
         }
         const bool mapped = st.kind == StepKind::kCopy ? st.dst.buf == algo::kStaging
                                                        : remote.buf == algo::kStaging || a.registered;
@@ -338,13 +340,9 @@ Status Sim::load(const algo::CollArgs& args, const Builder& build) {
           // Reads of a peer's staging area, charged to the peer (by
           // symmetry, what representative r reads of peer p is what p's
           // representative has read by every rank of its class).
+          // (A reduction's staged sources are counted with its sources, above.)
           if (st.kind == StepKind::kRead && st.src.buf == algo::kStaging && st.peer >= 0)
             staged_read_bytes_[size_t(rep_of(st.peer))] += double(st.src.bytes);
-          for (uint32_t k = 0; st.kind == StepKind::kReduceFrom && k < st.src_count; ++k) {
-            const algo::Source& src = sch.sources[st.src_begin + k];
-            if (src.peer >= 0 && src.slice.buf == algo::kStaging)
-              staged_read_bytes_[size_t(rep_of(src.peer))] += double(src.slice.bytes);
-          }
         }
         first_call_.push_back(call == 0 ? 1 : 0);
         if (st.kind == StepKind::kSignal) signals[size_t(r)].push_back(id);
