@@ -87,15 +87,13 @@ double ClusterModel::peer_memory_us(double bytes) const {
   double gbps = params(PathClass::kShm).gbps;
   if (copy_gbps > 0) gbps = std::min(gbps, copy_gbps);
   if (gbps <= 0) return 0;
-  // With more ranks than cores, a peer that ran on this rank's core left
-  // its lines in this core's caches: of a rank's peers, about
-  // (ranks - ranks per core) / (ranks - 1) ran on another core.
-  double other_core = 1;
-  if (cores_per_host > 0 && ranks_per_host > cores_per_host) {
-    const double per_core = double(ranks_per_host) / cores_per_host;
-    other_core = (ranks_per_host - per_core) / (ranks_per_host - 1);
-  }
-  return other_core * bytes / (gbps * 1e3);
+  return other_core_share() * bytes / (gbps * 1e3);
+}
+
+double ClusterModel::other_core_share() const {
+  if (cores_per_host <= 0 || ranks_per_host <= cores_per_host) return 1;
+  const double per_core = double(ranks_per_host) / cores_per_host;
+  return (ranks_per_host - per_core) / (ranks_per_host - 1);
 }
 
 double ClusterModel::kernel_copy_us(double bytes, double call_bytes) const {
@@ -652,6 +650,14 @@ Status Sim::run(SimResult* out) {
     const bool one_machine_link = pc == PathClass::kNet && m_.machine_net_gbps > 0;
     double wire = lp.wire_us(double(s_.bytes[i]));
     if (one_machine_link) wire *= lp.gbps / m_.machine_net_gbps;
+    // Through slots the stream's rate is that of lines crossing between
+    // cores; with more ranks than cores, a message between two ranks that
+    // took turns on one core crosses nothing and is copied at a memcpy's
+    // rate.
+    if (pc == PathClass::kShm && m_.copy_gbps > 0) {
+      const double crossing = m_.other_core_share();
+      wire = crossing * wire + (1 - crossing) * std::min(wire, double(s_.bytes[i]) / (m_.copy_gbps * 1e3));
+    }
     // On loopback TCP nothing is in flight: the sender's system call also
     // runs the receive path (the kernel delivers into the peer's socket on
     // the sender's core), so all of alpha is the sender's work and holds its

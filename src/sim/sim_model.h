@@ -88,6 +88,11 @@ struct ClusterModel {
   // Where ranks outnumber cores, only the share of peers that ran on
   // another core pays it.
   double peer_memory_us(double bytes) const;
+  // Where ranks outnumber a host's cores, the share of a rank's peers that
+  // ran on another core, (ranks - ranks per core) / (ranks - 1): the lines
+  // a peer on this rank's core wrote or read are still in this core's
+  // caches and cost no crossing. 1 where every rank has its own core.
+  double other_core_share() const;
   double kernel_copy_us(double bytes, double call_bytes) const;
   double call_us = 0;         // fixed cost of one collective call (entering the executor, its set-up)
   double overhead_share = 0.5;  // share of alpha that is per-message sender work (serialises a rank's sends)

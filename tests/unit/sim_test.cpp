@@ -341,6 +341,30 @@ TEST(SimTest, BothCopiesOfASlotMessageTakeCoresInALoopOfCalls) {
   EXPECT_LT(simulate(m, a, algo::chain_broadcast, loop)->time_us, 6 * 16.0 / 2);
 }
 
+TEST(SimTest, ASlotMessageBetweenRanksSharingACoreIsCopiedAtAMemcpysRate) {
+  // The chain loop above, now with a memcpy rate known (10 GB/s): of a
+  // rank's 3 peers on 2 cores, about 2 ran on the other core, and a message
+  // between two ranks that took turns on one core crosses no cores. Each of
+  // the 6 copies costs 2/3 x 16 us + 1/3 x 1.6 us, and the loop needs 6 of
+  // them from the 2 cores.
+  ClusterModel m = one_host(4, 0.0, 1.0);
+  m.cores_per_host = 2;
+  m.copy_gbps = 10;
+  algo::CollArgs a = allreduce(16000);
+  a.coll = Coll::kBroadcast;
+  const SimOptions loop{.calls = 3};
+  auto looped = simulate(m, a, algo::chain_broadcast, loop);
+  ASSERT_TRUE(looped.ok()) << looped.status().message();
+  const double copy = 2.0 / 3 * 16.0 + 1.0 / 3 * 1.6;
+  EXPECT_GE(looped->time_us, 6 * copy / 2 - 1e-9);
+  EXPECT_LT(looped->time_us, 6 * 16.0 / 2) << "every message priced as crossing cores";
+  // A core per rank: every message crosses, whatever memcpy's rate.
+  m.cores_per_host = 0;
+  const double crossing = simulate(m, a, algo::chain_broadcast, loop)->time_us;
+  m.copy_gbps = 0;
+  EXPECT_DOUBLE_EQ(simulate(m, a, algo::chain_broadcast, loop)->time_us, crossing);
+}
+
 TEST(SimTest, BackToBackChainBroadcastsOverlap) {
   // A chain forwards call k while its successor still handles call k-1: in
   // a loop a call costs about the root's sends, not the chain's 3 hops.
