@@ -48,8 +48,13 @@ launch() {  # variant round
   CONFLUX_ALGO=$algo cfx_run_cluster "$hosts" "$per" timeout 900 "$t" perf allreduce -b "$b" -e "$e" -f 2 \
     -n "${iters:-20}" -w 3 -c 1 --oop-only "${extra[@]}" >"$work/$v.$r" 2>&1 || { tail "$work/$v.$r"; exit 1; }
 }
+# A launch runs faster right after another one here (the second of a
+# round's pair read 0.8-0.9 of the first, whichever build it was), so the
+# two builds swap places every other round.
 for ((r = 0; r < rounds; r++)); do
-  for v in $variants; do launch "$v" "$r"; done
+  order=$variants
+  [ -z "$old" ] || [ $((r % 2)) = 0 ] || order="heap-old heap reg reg-hier"
+  for v in $order; do launch "$v" "$r"; done
 done
 {
   echo "# AllReduce float32 on $hosts emulated hosts x $per ranks${rate:+, links shaped to $rate}: median of $rounds interleaved launches, out-of-place time (us)"
