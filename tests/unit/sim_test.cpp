@@ -323,46 +323,42 @@ TEST(SimTest, ARankFindingItsMessageWaitingNeedsNoSwitch) {
   EXPECT_GE(simulate(m, a, algo::chain_broadcast, SimOptions{.calls = 1})->time_us, 3 * 10);
 }
 
-TEST(SimTest, BothCopiesOfASlotMessageTakeCoresInALoopOfCalls) {
-  // Chain Broadcasts of 16000 bytes on 4 ranks of one host's 2 cores, 1 GB/s
-  // slots: each of the 3 messages is copied in by its sender and out by its
-  // receiver, 16 us each, so a call needs 6 x 16 us of the 2 cores however
-  // far the root runs ahead (measured at 256 KiB: 32-36 us a call, where
-  // the sender's copies alone priced it at 14).
+// Three back-to-back chain Broadcasts of 16000 bytes on 4 ranks of one
+// host, 1 GB/s slots (16 us a copy), with `cores` cores for the host (0:
+// one per rank) and memcpy at `copy_gbps` (0: unknown): the time per call.
+double chain_loop_us(int cores, double copy_gbps) {
   ClusterModel m = one_host(4, 0.0, 1.0);
-  m.cores_per_host = 2;
+  m.cores_per_host = cores;
+  m.copy_gbps = copy_gbps;
   algo::CollArgs a = allreduce(16000);
   a.coll = Coll::kBroadcast;
-  const SimOptions loop{.calls = 3};
-  auto looped = simulate(m, a, algo::chain_broadcast, loop);
-  ASSERT_TRUE(looped.ok()) << looped.status().message();
-  EXPECT_GE(looped->time_us, 6 * 16.0 / 2 - 1e-9);
-  m.cores_per_host = 0;  // a core per rank: the chain's stream runs at one copy per hop
-  EXPECT_LT(simulate(m, a, algo::chain_broadcast, loop)->time_us, 6 * 16.0 / 2);
+  auto looped = simulate(m, a, algo::chain_broadcast, SimOptions{.calls = 3});
+  EXPECT_TRUE(looped.ok()) << looped.status().message();
+  return looped.ok() ? looped->time_us : 0.0;
+}
+
+TEST(SimTest, BothCopiesOfASlotMessageTakeCoresInALoopOfCalls) {
+  // Each of the chain's 3 messages is copied in by its sender and out by
+  // its receiver, 16 us each, so on 2 cores a call needs 6 x 16 us of
+  // them however far the root runs ahead (measured at 256 KiB: 32-36 us a
+  // call, where the sender's copies alone priced it at 14).
+  EXPECT_GE(chain_loop_us(2, 0), 6 * 16.0 / 2 - 1e-9);
+  // A core per rank: the chain's stream runs at one copy per hop.
+  EXPECT_LT(chain_loop_us(0, 0), 6 * 16.0 / 2);
 }
 
 TEST(SimTest, ASlotMessageBetweenRanksSharingACoreIsCopiedAtAMemcpysRate) {
-  // The chain loop above, now with a memcpy rate known (10 GB/s): of a
-  // rank's 3 peers on 2 cores, about 2 ran on the other core, and a message
-  // between two ranks that took turns on one core crosses no cores. Each of
-  // the 6 copies costs 2/3 x 16 us + 1/3 x 1.6 us, and the loop needs 6 of
-  // them from the 2 cores.
-  ClusterModel m = one_host(4, 0.0, 1.0);
-  m.cores_per_host = 2;
-  m.copy_gbps = 10;
-  algo::CollArgs a = allreduce(16000);
-  a.coll = Coll::kBroadcast;
-  const SimOptions loop{.calls = 3};
-  auto looped = simulate(m, a, algo::chain_broadcast, loop);
-  ASSERT_TRUE(looped.ok()) << looped.status().message();
+  // The same loop with memcpy at 10 GB/s: of a rank's 3 peers on 2 cores,
+  // about 2 ran on the other core, and a message between two ranks that
+  // took turns on one core crosses no cores. Each of the 6 copies costs
+  // 2/3 x 16 us + 1/3 x 1.6 us, and the loop needs 6 of them from the 2
+  // cores.
+  const double shared = chain_loop_us(2, 10);
   const double copy = 2.0 / 3 * 16.0 + 1.0 / 3 * 1.6;
-  EXPECT_GE(looped->time_us, 6 * copy / 2 - 1e-9);
-  EXPECT_LT(looped->time_us, 6 * 16.0 / 2) << "every message priced as crossing cores";
+  EXPECT_GE(shared, 6 * copy / 2 - 1e-9);
+  EXPECT_LT(shared, 6 * 16.0 / 2) << "every message priced as crossing cores";
   // A core per rank: every message crosses, whatever memcpy's rate.
-  m.cores_per_host = 0;
-  const double crossing = simulate(m, a, algo::chain_broadcast, loop)->time_us;
-  m.copy_gbps = 0;
-  EXPECT_DOUBLE_EQ(simulate(m, a, algo::chain_broadcast, loop)->time_us, crossing);
+  EXPECT_DOUBLE_EQ(chain_loop_us(0, 10), chain_loop_us(0, 0));
 }
 
 TEST(SimTest, BackToBackChainBroadcastsOverlap) {
