@@ -3,6 +3,7 @@
 #include "core/copy.h"
 #include "core/log.h"
 #include "exec/reduce.h"
+#include "exec/wait_policy.h"
 #include "transport/shm/shm_waiter.h"
 
 #include <poll.h>
@@ -25,11 +26,6 @@ using algo::Step;
 using algo::StepKind;
 
 constexpr auto kCheckAllLinksAfter = std::chrono::seconds(2);
-constexpr auto kSpinBudget = std::chrono::microseconds(50);
-constexpr auto kYieldEvery = std::chrono::microseconds(2);
-// Yields after the spin budget, before sleeping (about 50 us: a yield
-// with nothing else to run costs 0.75 us here).
-constexpr int kYieldsBeforeSleep = 64;
 // A rank with a core of its own spins through that time instead.
 constexpr auto kOwnCoreSpinBudget = std::chrono::microseconds(100);
 // Polls of the flags an in-order schedule waits on before its general wait

@@ -1,5 +1,7 @@
 #include "sim/sim.h"
 
+#include "exec/wait_policy.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -508,9 +510,27 @@ Status Sim::run(SimResult* out) {
     return cores[machine_pool ? 0 : size_t(host)].book(from, work, now);
   };
   // A sleeping rank switched in at `from` (ranks > cores): when it runs.
+  // A waiting rank spins and hands its core to a queued rank every
+  // kYieldEvery; a rank that waits too hands it back as soon. So for about
+  // a round trip of those hand-offs (two switches and two yield intervals)
+  // of the ranks sharing a pool as many as it has cores are on one, and a
+  // rank whose wait ends while it is one of them goes on without a switch:
+  // such a wake-up costs a switch only for the queued share, (ranks -
+  // cores) / ranks of them. A longer wait means the rank's core went to
+  // one doing work, and it waits behind that rank: a whole switch.
+  // Charged a whole switch for every wake-up, 4-rank calls on 2 cores read
+  // 1.3-2.4x their measured time at 64 B and 16 KiB (ring, rhd, bruck,
+  // pairwise; eager 1.15-1.5), the measured medians implying 0.25-0.65 of
+  // the switches charged (bench/results/switch-counts-4-ranks.txt); the
+  // 256 KiB ring, whose steps wait longer, paid about every one.
+  const int pool_ranks = machine_pool ? m_.nranks : m_.ranks_per_host;
+  const double queued_share = cpu_bound ? 1.0 - double(pool_cores) / double(std::max(1, pool_ranks)) : 0.0;
+  const double round_trip_us =
+      2 * (m_.rank_switch_us() + std::chrono::duration<double, std::micro>(kYieldEvery).count());
   auto switch_in = [&](int rep, double from) {
     switched_in_[size_t(rep)] = 1;
-    return on_cpu(m_.host_of(rep), from, m_.rank_switch_us());
+    const bool near_its_core = from <= active_until_[size_t(rep)] + round_trip_us;
+    return on_cpu(m_.host_of(rep), from, m_.rank_switch_us() * (near_its_core ? queued_share : 1.0));
   };
   size_t messages = 0;
   for (;;) {

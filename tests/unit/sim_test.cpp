@@ -266,7 +266,9 @@ TEST(SimTest, ASleepingRankIsSwitchedInAtTheCostOfASwitchBetweenProcesses) {
 TEST(SimTest, AnEagerCallWakesEachSleepingRankAboutOnce) {
   // 4 ranks on one host's 2 cores: every rank waits for 3 peers' flags but,
   // once woken, sees the flags already raised, so the call costs about one
-  // switch per rank (4 x 10 us on 2 cores), not one per wait (12 x 10 us).
+  // wake-up per rank, not one per wait. The flags come at once, and half
+  // the ranks are on the 2 cores then: a wake-up costs half a switch
+  // (4 x 5 us on 2 cores, not 12 x 5 us).
   ClusterModel m;
   m.nranks = 4;
   m.ranks_per_host = 4;
@@ -279,16 +281,17 @@ TEST(SimTest, AnEagerCallWakesEachSleepingRankAboutOnce) {
   algo::CollArgs a = allreduce(64);
   a.staging_bytes = m.staging_bytes;
   const double t = simulate(m, a, algo::eager_allreduce)->time_us;
-  EXPECT_GE(t, 4 * 10 / 2);
-  EXPECT_LT(t, 2 * 4 * 10 / 2) << "a switch charged per wait, not per sleep";
+  EXPECT_GE(t, 4 * 5.0 / 2);
+  EXPECT_LT(t, 2 * 4 * 5.0 / 2) << "a switch charged per wait, not per sleep";
 }
 
 TEST(SimTest, ARankWokenForOneFlagSeesTheRestOfItsRoundAwake) {
   // Single-copy AllGathers on 4 ranks of one host's 2 cores: each rank
   // waits for 3 peers' flags, reads their blocks, then waits for 3 flags
   // again. A rank woken for the first flag of a round yields rather than
-  // sleeps while it waits for the others, so a call costs it two switches
-  // (2 x 4 x 10 us on 2 cores), not one for every flag that comes late.
+  // sleeps while it waits for the others, so a call costs it two wake-ups
+  // (2 x 4 x 5 us on 2 cores: half a switch each, as above), not one for
+  // every flag that comes late.
   ClusterModel m = one_host_one_sided(4, 64 << 10, 0.3, 10);
   m.cores_per_host = 2;
   algo::CollArgs a = allreduce(64);
@@ -302,8 +305,8 @@ TEST(SimTest, ARankWokenForOneFlagSeesTheRestOfItsRoundAwake) {
     return r.ok() ? r->time_us : 0.0;
   };
   const double asleep = time_of(10) - time_of(0);
-  EXPECT_GE(asleep, 2 * 4 * 10.0 / 2 - 1e-9) << "each round sleeps once";
-  EXPECT_LT(asleep, 3 * 4 * 10.0 / 2) << "a switch charged per late flag, not per round";
+  EXPECT_GE(asleep, 2 * 4 * 5.0 / 2 - 1e-9) << "each round sleeps once";
+  EXPECT_LT(asleep, 3 * 4 * 5.0 / 2) << "a switch charged per late flag, not per round";
 }
 
 TEST(SimTest, ARankFindingItsMessageWaitingNeedsNoSwitch) {
@@ -311,7 +314,8 @@ TEST(SimTest, ARankFindingItsMessageWaitingNeedsNoSwitch) {
   // the root sends call after call, and a rank busy with one call finds
   // the next call's message already there, so the stream runs without
   // sleeping (measured: 1.5-2.0 us a call, where a switch costs 3.5-5 us).
-  // A lone call still wakes each of its 3 receivers.
+  // A lone call still wakes each of its 3 receivers (half a switch each:
+  // their messages come within a round trip of hand-offs).
   ClusterModel m = one_host(4, 0.8, 30);
   m.cores_per_host = 2;
   m.switch_us = 10;
@@ -320,7 +324,7 @@ TEST(SimTest, ARankFindingItsMessageWaitingNeedsNoSwitch) {
   auto looped = simulate(m, a, algo::chain_broadcast, SimOptions{.calls = 12});
   ASSERT_TRUE(looped.ok()) << looped.status().message();
   EXPECT_LT(looped->time_us, 10.0 / 2) << "the stream sleeps every call";
-  EXPECT_GE(simulate(m, a, algo::chain_broadcast, SimOptions{.calls = 1})->time_us, 3 * 10);
+  EXPECT_GE(simulate(m, a, algo::chain_broadcast, SimOptions{.calls = 1})->time_us, 3 * 5.0);
 }
 
 // Three back-to-back chain Broadcasts of 16000 bytes on 4 ranks of one
@@ -335,6 +339,27 @@ double chain_loop_us(int cores, double copy_gbps) {
   auto looped = simulate(m, a, algo::chain_broadcast, SimOptions{.calls = 3});
   EXPECT_TRUE(looped.ok()) << looped.status().message();
   return looped.ok() ? looped->time_us : 0.0;
+}
+
+TEST(SimTest, AWakeUpAfterAHandOffRoundTripCostsAWholeSwitch) {
+  // A lone chain Broadcast on 4 ranks of one host's 2 cores: each of its 3
+  // receivers waits from the call's start. Half of the ranks are on the 2
+  // cores at a time, so a message that comes within a round trip of
+  // hand-offs (2 x (10 + 2) us) costs its receiver half a switch; one that
+  // comes later finds the receiver's core taken by a rank doing work, and
+  // costs a whole switch.
+  auto switches_us = [](double lat_us) {
+    ClusterModel m = one_host(4, lat_us, 30);
+    m.cores_per_host = 2;
+    algo::CollArgs a = allreduce(64);
+    a.coll = Coll::kBroadcast;
+    m.switch_us = 10;
+    const double with = simulate(m, a, algo::chain_broadcast)->time_us;
+    m.switch_us = 0;
+    return with - simulate(m, a, algo::chain_broadcast)->time_us;
+  };
+  EXPECT_NEAR(switches_us(0.8), 3 * 5.0, 1e-6);
+  EXPECT_NEAR(switches_us(100), 3 * 10.0, 1e-6);
 }
 
 TEST(SimTest, BothCopiesOfASlotMessageTakeCoresInALoopOfCalls) {
