@@ -523,8 +523,14 @@ Status Sim::run(SimResult* out) {
   // pairwise; eager 1.15-1.5), the measured medians implying 0.25-0.65 of
   // the switches charged (bench/results/switch-counts-4-ranks.txt); the
   // 256 KiB ring, whose steps wait longer, paid about every one.
+  // Over loopback TCP a wake-up goes through the kernel's socket wake-up,
+  // which moves the woken rank to the waker's core: there a whole switch
+  // still prices it (4 ranks, 64 KiB AllGather: with half a switch bruck
+  // was priced below rhd, and ran 1.17x slower).
   const int pool_ranks = machine_pool ? m_.nranks : m_.ranks_per_host;
-  const double queued_share = cpu_bound ? 1.0 - double(pool_cores) / double(std::max(1, pool_ranks)) : 0.0;
+  const double queued_share = cpu_bound && !m_.same_host_tcp
+                                  ? 1.0 - double(pool_cores) / double(std::max(1, pool_ranks))
+                                  : 1.0;
   const double round_trip_us =
       2 * (m_.rank_switch_us() + std::chrono::duration<double, std::micro>(kYieldEvery).count());
   auto switch_in = [&](int rep, double from) {

@@ -348,9 +348,11 @@ TEST(SimTest, AWakeUpAfterAHandOffRoundTripCostsAWholeSwitch) {
   // hand-offs (2 x (10 + 2) us) costs its receiver half a switch; one that
   // comes later finds the receiver's core taken by a rank doing work, and
   // costs a whole switch.
-  auto switches_us = [](double lat_us) {
+  auto switches_us = [](double lat_us, bool loopback_tcp = false) {
     ClusterModel m = one_host(4, lat_us, 30);
     m.cores_per_host = 2;
+    m.same_host_tcp = loopback_tcp;
+    m.link[static_cast<int>(PathClass::kTcpLocal)] = m.link[static_cast<int>(PathClass::kShm)];
     algo::CollArgs a = allreduce(64);
     a.coll = Coll::kBroadcast;
     m.switch_us = 10;
@@ -360,6 +362,9 @@ TEST(SimTest, AWakeUpAfterAHandOffRoundTripCostsAWholeSwitch) {
   };
   EXPECT_NEAR(switches_us(0.8), 3 * 5.0, 1e-6);
   EXPECT_NEAR(switches_us(100), 3 * 10.0, 1e-6);
+  // Over loopback TCP the kernel's socket wake-up moves the woken rank: a
+  // whole switch either way.
+  EXPECT_NEAR(switches_us(0.8, true), 3 * 10.0, 1e-6);
 }
 
 TEST(SimTest, BothCopiesOfASlotMessageTakeCoresInALoopOfCalls) {
