@@ -518,24 +518,22 @@ Status Sim::run(SimResult* out) {
   // such a wake-up costs a switch only for the queued share, (ranks -
   // cores) / ranks of them. A longer wait means the rank's core went to
   // one doing work, and it waits behind that rank: a whole switch.
-  // Charged a whole switch for every wake-up, 4-rank calls on 2 cores read
-  // 1.3-2.4x their measured time at 64 B and 16 KiB (ring, rhd, bruck,
-  // pairwise; eager 1.15-1.5), the measured medians implying 0.25-0.65 of
-  // the switches charged (bench/results/switch-counts-4-ranks.txt); the
-  // 256 KiB ring, whose steps wait longer, paid about every one.
-  // Over loopback TCP a wake-up goes through the kernel's socket wake-up,
-  // which moves the woken rank to the waker's core: there a whole switch
-  // still prices it (4 ranks, 64 KiB AllGather: with half a switch bruck
-  // was priced below rhd, and ran 1.17x slower).
+  // At 4 ranks on 2 cores, 64 B and 16 KiB, the measured medians imply
+  // 0.25-0.65 of a whole switch per wake-up (ring, rhd, bruck, pairwise,
+  // eager; bench/results/switch-counts-4-ranks.txt), where the 256 KiB
+  // ring, whose steps wait longer, pays about every one.
+  // A wake-up by a socket (loopback TCP, or TCP between emulated hosts)
+  // goes through the kernel's socket wake-up, which moves the woken rank
+  // to the waker's core: a whole switch still prices it (4 ranks over
+  // loopback, 64 KiB AllGather: with half a switch bruck was priced below
+  // rhd, and ran 1.17x slower).
   const int pool_ranks = machine_pool ? m_.nranks : m_.ranks_per_host;
-  const double queued_share = cpu_bound && !m_.same_host_tcp
-                                  ? 1.0 - double(pool_cores) / double(std::max(1, pool_ranks))
-                                  : 1.0;
+  const double queued_share = cpu_bound ? 1.0 - double(pool_cores) / double(std::max(1, pool_ranks)) : 1.0;
   const double round_trip_us =
       2 * (m_.rank_switch_us() + std::chrono::duration<double, std::micro>(kYieldEvery).count());
-  auto switch_in = [&](int rep, double from) {
+  auto switch_in = [&](int rep, double from, bool by_socket) {
     switched_in_[size_t(rep)] = 1;
-    const bool near_its_core = from <= active_until_[size_t(rep)] + round_trip_us;
+    const bool near_its_core = !by_socket && from <= active_until_[size_t(rep)] + round_trip_us;
     return on_cpu(m_.host_of(rep), from, m_.rank_switch_us() * (near_its_core ? queued_share : 1.0));
   };
   size_t messages = 0;
@@ -616,7 +614,7 @@ Status Sim::run(SimResult* out) {
           complete(i, std::max(ready_[i], awake_until_[rep]), hops_ready_[i]);
           continue;
         }
-        awake_until_[rep] = switch_in(int(rep), ready_[i]);
+        awake_until_[rep] = switch_in(int(rep), ready_[i], false);
         complete(i, awake_until_[rep], hops_ready_[i]);
         continue;
       }
@@ -631,7 +629,8 @@ Status Sim::run(SimResult* out) {
         // in already (as for waits, above).
         const auto rep = size_t(s_.owner[i]);
         if (!switched_in_[rep] && arrived_[i] > active_until_[rep]) {
-          complete(i, switch_in(int(rep), ready_[i]) + cost, hops_ready_[i]);
+          const bool by_socket = m_.path(s_.peer[i], int(rep)) != PathClass::kShm;
+          complete(i, switch_in(int(rep), ready_[i], by_socket) + cost, hops_ready_[i]);
           continue;
         }
       }
@@ -680,10 +679,13 @@ Status Sim::run(SimResult* out) {
     // cores; with more ranks than cores, a message between two ranks that
     // took turns on one core crosses nothing and is copied at a memcpy's
     // rate.
-    if (pc == PathClass::kShm && m_.copy_gbps > 0) {
+    auto slot_copy_us = [&](double bytes) {
+      const double stream = lp.wire_us(bytes);
+      if (m_.copy_gbps <= 0) return stream;
       const double crossing = m_.other_core_share();
-      wire = crossing * wire + (1 - crossing) * std::min(wire, double(s_.bytes[i]) / (m_.copy_gbps * 1e3));
-    }
+      return crossing * stream + (1 - crossing) * std::min(stream, bytes / (m_.copy_gbps * 1e3));
+    };
+    if (pc == PathClass::kShm) wire = slot_copy_us(double(s_.bytes[i]));
     // On loopback TCP nothing is in flight: the sender's system call also
     // runs the receive path (the kernel delivers into the peer's socket on
     // the sender's core), so all of alpha is the sender's work and holds its
@@ -725,7 +727,7 @@ Status Sim::run(SimResult* out) {
     // 64 KiB of a one-way stream). The receiver's port is not held for it:
     // a rank copies its own sends in the meantime.
     if (pc == PathClass::kShm && m_.shm_piece_bytes > 0) {
-      const double fill = lp.wire_us(std::min(double(s_.bytes[i]), double(m_.shm_piece_bytes)));
+      const double fill = slot_copy_us(std::min(double(s_.bytes[i]), double(m_.shm_piece_bytes)));
       arrive = std::max(arrive, sent + fill + flight);
     }
     // The receiver's turn on a core (whether it slept meanwhile is

@@ -88,7 +88,8 @@ struct ClusterModel {
   // Where ranks outnumber cores, only the share of peers that ran on
   // another core pays it.
   double peer_memory_us(double bytes) const;
-  // Where ranks outnumber a host's cores, the share of a rank's peers that
+  // Where ranks outnumber a host's cores (cores_per_host; a machine-wide
+  // pool of emulated hosts leaves it at 1), the share of a rank's peers that
   // ran on another core, (ranks - ranks per core) / (ranks - 1): the lines
   // a peer on this rank's core wrote or read are still in this core's
   // caches and cost no crossing. 1 where every rank has its own core.
@@ -112,8 +113,10 @@ struct ClusterModel {
   int machine_cores = 0;
   double machine_net_gbps = 0;
   // Where ranks outnumber the cores they share (either pool above), the
-  // rank a message or flag is for is usually asleep: switching it onto a
-  // core costs this much core time before its receive overhead. Ranks are
+  // rank a message or flag is for is usually off its core: switching it
+  // onto one costs this much core time before its receive overhead (the
+  // simulator charges the queued ranks' share of it for a wake-up soon
+  // after the rank's last work, when it may still hold its core). Ranks are
   // processes, so it is the measured hand-off between two processes
   // yielding one core (process_switch_us); where that is unknown, the one
   // between two threads (switch_us), which leaves no address space and

@@ -341,6 +341,25 @@ double chain_loop_us(int cores, double copy_gbps) {
   return looped.ok() ? looped->time_us : 0.0;
 }
 
+TEST(SimTest, AWakeUpSoonAfterARanksWorkCostsTheQueuedRanksShareOfASwitch) {
+  // An eager AllReduce on one host's 2 cores: every rank waits once, for
+  // flags that come at once. Of n ranks, 2 are on the cores at a time, so
+  // each wake-up costs (n - 2) / n of a switch: n x 10 x (n - 2) / n us of
+  // switches on the 2 cores (4 ranks: half a switch each; 6: two thirds).
+  for (int n : {4, 6}) {
+    ClusterModel m = one_host_one_sided(n, 64 << 10, 0.3, 10);
+    m.cores_per_host = 2;
+    algo::CollArgs a = allreduce(64);
+    a.staging_bytes = m.staging_bytes;
+    m.switch_us = 10;
+    auto with = simulate(m, a, algo::eager_allreduce);
+    m.switch_us = 0;
+    auto without = simulate(m, a, algo::eager_allreduce);
+    ASSERT_TRUE(with.ok() && without.ok());
+    EXPECT_NEAR(with->time_us - without->time_us, n * 10.0 * (n - 2) / n / 2, 0.1) << n << " ranks";
+  }
+}
+
 TEST(SimTest, AWakeUpAfterAHandOffRoundTripCostsAWholeSwitch) {
   // A lone chain Broadcast on 4 ranks of one host's 2 cores: each of its 3
   // receivers waits from the call's start. Half of the ranks are on the 2
