@@ -92,6 +92,13 @@ double ClusterModel::peer_memory_us(double bytes) const {
   return other_core_share() * bytes / (gbps * 1e3);
 }
 
+double ClusterModel::slot_copy_us(double bytes) const {
+  const double stream = params(PathClass::kShm).wire_us(bytes);
+  if (copy_gbps <= 0) return stream;
+  const double crossing = other_core_share();
+  return crossing * stream + (1 - crossing) * std::min(stream, bytes / (copy_gbps * 1e3));
+}
+
 double ClusterModel::other_core_share() const {
   if (cores_per_host <= 0 || ranks_per_host <= cores_per_host) return 1;
   const double per_core = double(ranks_per_host) / cores_per_host;
@@ -675,17 +682,7 @@ Status Sim::run(SimResult* out) {
     const bool one_machine_link = pc == PathClass::kNet && m_.machine_net_gbps > 0;
     double wire = lp.wire_us(double(s_.bytes[i]));
     if (one_machine_link) wire *= lp.gbps / m_.machine_net_gbps;
-    // Through slots the stream's rate is that of lines crossing between
-    // cores; with more ranks than cores, a message between two ranks that
-    // took turns on one core crosses nothing and is copied at a memcpy's
-    // rate.
-    auto slot_copy_us = [&](double bytes) {
-      const double stream = lp.wire_us(bytes);
-      if (m_.copy_gbps <= 0) return stream;
-      const double crossing = m_.other_core_share();
-      return crossing * stream + (1 - crossing) * std::min(stream, bytes / (m_.copy_gbps * 1e3));
-    };
-    if (pc == PathClass::kShm) wire = slot_copy_us(double(s_.bytes[i]));
+    if (pc == PathClass::kShm) wire = m_.slot_copy_us(double(s_.bytes[i]));
     // On loopback TCP nothing is in flight: the sender's system call also
     // runs the receive path (the kernel delivers into the peer's socket on
     // the sender's core), so all of alpha is the sender's work and holds its
@@ -727,7 +724,7 @@ Status Sim::run(SimResult* out) {
     // 64 KiB of a one-way stream). The receiver's port is not held for it:
     // a rank copies its own sends in the meantime.
     if (pc == PathClass::kShm && m_.shm_piece_bytes > 0) {
-      const double fill = slot_copy_us(std::min(double(s_.bytes[i]), double(m_.shm_piece_bytes)));
+      const double fill = m_.slot_copy_us(std::min(double(s_.bytes[i]), double(m_.shm_piece_bytes)));
       arrive = std::max(arrive, sent + fill + flight);
     }
     // The receiver's turn on a core (whether it slept meanwhile is

@@ -94,6 +94,12 @@ struct ClusterModel {
   // a peer on this rank's core wrote or read are still in this core's
   // caches and cost no crossing. 1 where every rank has its own core.
   double other_core_share() const;
+  // Copying `bytes` of a message into or out of a slot ring: at the slot
+  // stream's rate, which is that of lines crossing between cores; where
+  // ranks outnumber cores, the messages between ranks that took turns on
+  // one core (1 - other_core_share()) cross nothing and are copied at a
+  // memcpy's rate.
+  double slot_copy_us(double bytes) const;
   double kernel_copy_us(double bytes, double call_bytes) const;
   double call_us = 0;         // fixed cost of one collective call (entering the executor, its set-up)
   double overhead_share = 0.5;  // share of alpha that is per-message sender work (serialises a rank's sends)
