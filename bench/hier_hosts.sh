@@ -53,7 +53,7 @@ launch() {  # variant round
 # two builds swap places every other round.
 for ((r = 0; r < rounds; r++)); do
   order=$variants
-  [ -z "$old" ] || [ $((r % 2)) = 0 ] || order="heap-old heap reg reg-hier"
+  [ -z "$old" ] || [ $((r % 2)) = 0 ] || order="heap-old heap ${variants#heap heap-old }"
   for v in $order; do launch "$v" "$r"; done
 done
 {
