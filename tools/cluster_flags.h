@@ -66,8 +66,9 @@ struct ClusterFlags {
     app.add_option("--call-overhead", call_overhead, "Fixed cost of one collective call, us (default: calibrated)")
         ->check(us_cost);
     app.add_option("--switch-cost", switch_cost,
-                   "Core time to switch a sleeping rank in for each message where ranks outnumber cores, us "
-                   "(default: calibrated, a switch between two processes)")
+                   "Core time to switch a sleeping rank in where ranks outnumber cores, us (default: "
+                   "calibrated, a switch between two processes); a wake-up soon after the rank's own work "
+                   "pays the queued ranks' share of it")
         ->check(us_cost);
   }
 

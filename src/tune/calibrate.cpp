@@ -753,40 +753,33 @@ void apply_net_override(Constants* c) {
 }  // namespace
 
 namespace {
-// How the constants are measured; a cache written by another method is
-// measured again. Method 13 times process_vm_readv's call while the
-// process read reads this one's memory (method 12 read an idle process:
-// 1.3-1.6 us a call, where the ranks of a single-copy call, reading each
-// other at once, pay 0.7 us more). Method 12 adds a call's fixed cost on one host
-// (measure_shm_call_us; before, only the network probe measured one, so
-// same-host calls cost nothing beyond their messages: 2-rank calls of
-// 64 B-16 KiB read 0.61-0.85 of their measured time). Method 11 adds a
-// switch between two processes (method
-// 10 timed only the one between two threads). Method 10 times
-// process_vm_readv's call on another process's memory (method 9 read its
-// own, 0.4-0.6 us cheaper a call).
-// Method 9 records how much of their cores the measuring
-// threads held and when they measured, so a cache measured among other
-// work is measured again (method 8's may hold a busy machine's times: the
-// flag hand-off at 1240 us). Method 8 times a switch as two threads yielding one core
-// to each other (method 7 bounced a byte over pipes: a sleep and a wake-up
-// each way, 1.5x the switch a waiting rank makes). Method 7 copies between
-// page-aligned buffers with the
-// data path's copy_bytes (method 6 took heap buffers, whose offsets put the
-// copies and process_vm_readv's reads on the CPU's slow short distance:
-// process_vm_readv read 1.4-2.3 GB/s where two processes' buffers at one
-// offset read 8.5-9.3). Method 6 polls the loopback stream's sockets as the
-// executor does (method 5 blocked in recv and send). Method 5 keeps each
-// constant's median of three passes (measure_constants) and streams loopback TCP through sockets with the
-// transport's buffers (method 4 left them to the kernel's autotuning: in
-// 12 interleaved calibrations each, 3.3-8.5 GB/s with 5 below 4.1, against
-// 5.3-8.4 with none; the half-rate reading is now about one in twenty).
-// Method 4 times process_vm_readv as two cores exchanging
-// freshly written buffers (method 3 read the reader's own cached buffer)
-// and adds the rates of a call's first 256 KiB. Method 3 took a same-host
-// message's bandwidth from a slot stream between two cores (method 2 took
-// half a memcpy's). Method 2 timed the flag hand-off on two pinned cores
-// (method 1 on whatever cores a bound rank had, often one).
+// The version of the measurements below; a cache written by another
+// version is measured again, so raise it whenever a measurement changes
+// what it times. What they do, with the readings that decided it:
+// - A call's fixed cost on one host comes from real shm links driven by
+//   the executor (calibrate_call.h). Without it, 2-rank calls of
+//   64 B-16 KiB priced 0.61-0.85 of their measured time.
+// - process_vm_readv is timed on another process's memory while that
+//   process reads this one's, as the ranks of a single-copy call do (an
+//   idle process's memory reads 0.7 us a call cheaper, the own process's
+//   0.4-0.6 us cheaper still), on freshly written buffers, with the rate
+//   of a call's first 256 KiB kept apart.
+// - Switches are two threads, and two processes, yielding one core to
+//   each other (a byte bounced over pipes sleeps and wakes each way: 1.5x
+//   the switch a waiting rank makes).
+// - Copies run between page-aligned buffers with the data path's
+//   copy_bytes (heap buffers' offsets put copies and process_vm_readv on
+//   the CPU's slow short distance: 1.4-2.3 GB/s against 8.5-9.3).
+// - Loopback TCP is polled as the executor polls, through sockets with
+//   the transport's buffer sizes (left to the kernel's autotuning, 12
+//   calibrations read 3.3-8.5 GB/s, 5 of them below 4.1).
+// - A same-host message's bandwidth is a slot stream between two cores;
+//   two-thread measurements pin two cores (a bound rank's own binding is
+//   often one core).
+// - Each constant is the median of three passes, and the cache records
+//   how much of their cores the measuring threads held and when, so a
+//   calibration among other work is measured again (one such read a flag
+//   hand-off of 1240 us).
 constexpr double kCalibrationMethod = 13;
 }  // namespace
 

@@ -12,7 +12,12 @@
 //   switch  a hand-off between two threads pinned to one core (what waking
 //         a sleeping rank costs where ranks outnumber cores)
 //   copy  memcpy of 8 MiB (one-sided copies of mapped memory)
-//   flag  half a flag ping-pong between two threads (a signal seen by a peer)
+//   flag  half a flag ping-pong between two threads on two cores, each
+//         yielding between polls (a signal seen by a peer). The executor's
+//         own exchange, its receiver spinning, reads less in fast moments
+//         (0.23 against 0.60-0.67 us; 0.79 against 0.88 in a slow one), but
+//         as the latency it priced no more points within 25% (bench/README,
+//         "The simulator against measurements")
 //   call  a call's fixed cost: 8-byte exchanges over real shm links, one
 //         per executor run against 16 in one (calibrate_call.h)
 //   cma   process_vm_readv: a 4 KiB piece of another process's memory per
@@ -46,7 +51,7 @@ struct Constants {
   double process_switch_us = 0;  // the same between two processes (0: unknown, at switch_us)
   double copy_gbps = 10.0;  // memcpy of buffers larger than the caches
   double copy_cached_gbps = 0;  // memcpy of a call's first 256 KiB, in the caches (0: at copy_gbps)
-  double flag_us = 0.3;     // a flag store seen by a spinning thread on another core
+  double flag_us = 0.3;     // a flag store seen by a thread on another core polling with yields
   double cma_us = 1.5;      // one process_vm_readv call of a small piece
   double cma_gbps = 4.0;    // process_vm_readv of a call's bytes past its first 256 KiB
   double cma_cached_gbps = 0;  // process_vm_readv of a call's first 256 KiB (0: at cma_gbps)
